@@ -1,0 +1,58 @@
+"""willitscale: will this training job scale on this GPU cluster's network?
+
+The public Python API. Names load lazily, so ``import willitscale`` (and the CLI) start fast
+and numpy is imported only when a model function is first used.
+
+>>> import willitscale as wis
+>>> wis.parse_bandwidth("200Gbps")
+25000000000.0
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    # units
+    "parse_size": "willitscale.units",
+    "parse_bandwidth": "willitscale.units",
+    "parse_time": "willitscale.units",
+    "parse_flop_rate": "willitscale.units",
+    "parse_count": "willitscale.units",
+    "parse_ports": "willitscale.units",
+    "format_size": "willitscale.units",
+    "format_bandwidth": "willitscale.units",
+    "format_time": "willitscale.units",
+    "format_flops": "willitscale.units",
+    "format_flop_rate": "willitscale.units",
+    "format_count": "willitscale.units",
+    # errors
+    "WillItScaleError": "willitscale.errors",
+    "ConfigError": "willitscale.errors",
+    "UnknownNameError": "willitscale.errors",
+    "Infeasible": "willitscale.errors",
+    "BenchmarkError": "willitscale.errors",
+    "MissingDependency": "willitscale.errors",
+    # collectives
+    "Op": "willitscale.collectives",
+    "busbw_factor": "willitscale.collectives",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'willitscale' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

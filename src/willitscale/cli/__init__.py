@@ -1,0 +1,1 @@
+"""The ``willitscale`` command. One module per subcommand; each only parses and prints."""

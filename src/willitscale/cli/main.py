@@ -1,0 +1,93 @@
+"""Entry point: builds the parser from the subcommand modules and turns errors into messages.
+
+Each subcommand lives in ``willitscale/cli/<name>.py`` and exposes ``register(subparsers)``,
+which adds its parser and sets ``run=<function(args) -> int | None>``. Subcommand modules keep
+their heavy imports (numpy, the model core, torch, matplotlib) inside their run functions so
+``willitscale --help`` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from willitscale.errors import WillItScaleError
+
+# The order here is the order of ``willitscale --help``.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+DEBUG_ENV = "WILLITSCALE_DEBUG"
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage error exits 2 with one clear line and the usage."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(2, f"error: {message}\n")
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="willitscale",
+        description=(
+            "Will this training job scale on this GPU cluster's network? "
+            "Run with no command for the estimate and scaling table of the default scenario."
+        ),
+    )
+    from willitscale import __version__
+
+    parser.add_argument("--version", action="version", version=f"willitscale {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"willitscale.cli.{name}").register(sub)
+    return parser
+
+
+def run_default_job() -> int | None:
+    """The main job on the built-in defaults (README's first command)."""
+    if "estimate" in COMMAND_MODULES:
+        return importlib.import_module("willitscale.cli.estimate").run_default()
+    build_parser().print_help()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if not argv:
+            code = run_default_job()
+        else:
+            args = build_parser().parse_args(argv)
+            if getattr(args, "run", None) is None:
+                build_parser().parse_args([*argv, "--help"])
+                return 2
+            code = args.run(args)
+    except WillItScaleError as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `willitscale ... | head`
+        sys.stderr.close()
+        return 0
+    except Exception as exc:  # noqa: BLE001 - last line of defence: no traceback for users
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(
+            f"internal error: {type(exc).__name__}: {exc}\n"
+            f"This is a bug in willitscale; rerun with {DEBUG_ENV}=1 for the traceback and report it.",
+            file=sys.stderr,
+        )
+        return 3
+    return int(code or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

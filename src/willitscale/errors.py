@@ -1,0 +1,102 @@
+"""The one error hierarchy. Everything a user can cause derives from :class:`WillItScaleError`.
+
+The CLI prints ``error: <message>`` for these and exits with status 2 (1 for
+:class:`Infeasible`, which is a verdict rather than a mistake); it never shows a traceback.
+``assert`` is reserved for internal invariants.
+
+::
+
+    WillItScaleError
+    ├── ConfigError            bad input: names the field, the value and what would be valid
+    │   └── UnknownNameError   a catalog name that does not exist, with the closest ones
+    ├── Infeasible             a valid question whose answer is "cannot": out of memory, ...
+    ├── BenchmarkError         a measurement could not be taken or is wrong
+    └── MissingDependency      an optional extra (torch, matplotlib, ...) is not installed
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+__all__ = [
+    "WillItScaleError",
+    "ConfigError",
+    "UnknownNameError",
+    "Infeasible",
+    "BenchmarkError",
+    "MissingDependency",
+]
+
+
+class WillItScaleError(Exception):
+    """Base class of every error a user can cause; its message is written for that user."""
+
+    exit_code = 2
+
+
+class ConfigError(WillItScaleError):
+    """Invalid input. ``ConfigError(field, value, expected)`` reads
+    ``"<field> = <value> is not valid: expected <expected>"``; ``ConfigError(message)``
+    is for errors that involve several fields (``tp*pp*dp = 48 but the cluster has 64 GPUs``).
+    """
+
+    def __init__(self, field_or_message: str, value: object = ..., expected: str | None = None):
+        if value is ... and expected is None:
+            self.field, self.value, self.expected = None, None, None
+            message = field_or_message
+        else:
+            self.field, self.value, self.expected = field_or_message, value, expected
+            message = f"{field_or_message} = {value!r} is not valid"
+            if expected:
+                message += f": expected {expected}"
+        super().__init__(message)
+
+
+class UnknownNameError(ConfigError):
+    """A name that is not in a catalog; the message lists the closest known names."""
+
+    def __init__(self, kind: str, name: str, known: Iterable[str]):
+        known = sorted(known)
+        self.kind, self.name, self.known = kind, name, known
+        close = difflib.get_close_matches(name.lower(), [k.lower() for k in known], n=5, cutoff=0.5)
+        by_lower = {k.lower(): k for k in known}
+        suggestions = [by_lower[c] for c in close]
+        if not suggestions:
+            suggestions = [k for k in known if name.lower() in k.lower()][:5]
+        if suggestions:
+            hint = "did you mean " + ", ".join(suggestions) + "?"
+        else:
+            shown = ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
+            hint = f"known {kind}s: {shown}"
+        super().__init__(f"unknown {kind} {name!r}: {hint}")
+
+
+class Infeasible(WillItScaleError):
+    """A well-formed question whose answer is "this cannot run", e.g. out of memory.
+
+    ``reason`` is a short stable code (``"out_of_memory"``, ``"batch_not_divisible"``, ...)
+    that the planner counts; the message explains it with the numbers. An ``Infeasible`` may be
+    raised, or returned as a value where a caller wants to count rather than stop.
+    """
+
+    exit_code = 1
+
+    def __init__(self, reason: str, message: str):
+        self.reason = reason
+        super().__init__(message)
+
+
+class BenchmarkError(WillItScaleError):
+    """A benchmark could not run, or measured something that fails its correctness check."""
+
+
+class MissingDependency(WillItScaleError):
+    """An optional dependency is missing; the message says which extra installs it."""
+
+    def __init__(self, package: str, extra: str, purpose: str):
+        self.package, self.extra = package, extra
+        super().__init__(
+            f"{purpose} needs {package}, which is not installed. "
+            f"Install it with: pip install 'willitscale[{extra}]'"
+        )

@@ -1,0 +1,274 @@
+"""Units: parse human strings at the edge, format numbers for people.
+
+Inside the code every quantity is a plain float in SI base units: bytes, seconds, bytes/s,
+FLOPs, FLOP/s. This module is the only place that knows about prefixes and suffixes.
+
+Conventions (the field's classic slips, made explicit):
+
+* ``k M G T P`` are powers of 10 (GB = 10^9 bytes, as nccl-tests reports); ``Ki Mi Gi Ti Pi``
+  are powers of 2 (GiB = 2^30 bytes).
+* A lower-case ``b`` is a bit, an upper-case ``B`` a byte: ``200Gbps`` = ``200 Gb/s`` =
+  25 GB/s, ``25GBps`` = ``25 GB/s``. ``Mbit``/``Gbit`` (the ``tc`` spelling) are bits too.
+* A bandwidth is one direction. A figure quoted for both directions together is accepted only
+  when labelled as such (``"600GB/s duplex"``, ``"900 GB/s bidirectional"``) and is halved.
+* A bare number is accepted where its unit is unambiguous: sizes (bytes) and counts. A bare
+  non-zero number for a bandwidth or a time is rejected: ``--latency 2`` could be seconds or
+  microseconds, so we ask.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from willitscale.errors import ConfigError
+
+__all__ = [
+    "parse_size",
+    "parse_bandwidth",
+    "parse_time",
+    "parse_flop_rate",
+    "parse_count",
+    "parse_ports",
+    "format_size",
+    "format_bandwidth",
+    "format_time",
+    "format_flops",
+    "format_flop_rate",
+    "format_count",
+    "BITS_PER_BYTE",
+]
+
+BITS_PER_BYTE = 8
+
+_DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+
+_NUMBER = r"(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
+_PREFIX = r"(?P<prefix>Ki|Mi|Gi|Ti|Pi|[kKMGTPE]?)"
+
+_SIZE_RE = re.compile(rf"^{_NUMBER}\s*(?:{_PREFIX}(?P<unit>B|b|bytes?|bits?|bit))?$")
+_BW_RE = re.compile(
+    rf"^{_NUMBER}\s*{_PREFIX}(?P<unit>bps|Bps|b/s|B/s|bit/s|bits/s|bit|byte/s|bytes/s)"
+    r"(?:\s*\(?\s*(?P<label>duplex|bidirectional|bi-directional|bidir|unidirectional|"
+    r"one[- ]direction|per[- ]direction)\s*\)?)?$"
+)
+_TIME_UNITS = {
+    "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0,
+    "min": 60.0, "h": 3600.0, "d": 86400.0, "day": 86400.0, "days": 86400.0,
+    "w": 604800.0, "week": 604800.0, "weeks": 604800.0,
+}
+_TIME_RE = re.compile(rf"^{_NUMBER}\s*(?P<unit>[a-zµμ]*)$")
+_RATE_RE = re.compile(rf"^{_NUMBER}\s*{_PREFIX}(?P<unit>FLOPS|FLOP/s|flops|flop/s|FLOPs/s)?$")
+_COUNT_RE = re.compile(rf"^{_NUMBER}\s*(?P<suffix>[kKMBTG]?)$")
+_COUNT_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+_PORTS_RE = re.compile(r"^\s*(?P<count>\d+)\s*[xX×*]\s*(?P<rest>.+)$")
+
+
+def _scale(prefix: str) -> float:
+    return _BINARY[prefix] if prefix in _BINARY else _DECIMAL[prefix]
+
+
+def _finite(value: float, field: str, text: object, expected: str) -> float:
+    if not math.isfinite(value):
+        raise ConfigError(field, text, expected)
+    return value
+
+
+def _as_text(value: object) -> str:
+    if isinstance(value, bool):  # bool is an int; never a quantity
+        raise TypeError
+    return str(value).strip()
+
+
+def parse_size(value: str | float | int, *, field: str = "size") -> float:
+    """Bytes from ``"80GiB"``, ``"1.4GB"``, ``"97.5 MB"``, ``"2560Gb"`` (bits) or a bare byte count."""
+    expected = "a size such as 1.4GB, 80GiB, 512MiB or a number of bytes"
+    try:
+        text = _as_text(value)
+    except TypeError:
+        raise ConfigError(field, value, expected) from None
+    m = _SIZE_RE.match(text)
+    if not m:
+        raise ConfigError(field, value, expected)
+    num = float(m["num"]) * _scale(m["prefix"] or "")
+    unit = m["unit"] or "B"
+    if unit.startswith("b"):  # b, bit, bits
+        num /= BITS_PER_BYTE
+    if num < 0:
+        raise ConfigError(field, value, "a size >= 0")
+    return _finite(num, field, value, expected)
+
+
+def parse_bandwidth(value: str | float | int, *, field: str = "bandwidth") -> float:
+    """One-direction bytes/s from ``"200Gbps"``, ``"25 GB/s"``, ``"600GB/s duplex"`` or ``"200Mbit"``.
+
+    A duplex (both directions summed) figure must say so and is halved.
+    """
+    expected = "a bandwidth such as 200Gbps, 25GB/s or '600GB/s duplex' (b = bit, B = byte)"
+    try:
+        text = _as_text(value)
+    except TypeError:
+        raise ConfigError(field, value, expected) from None
+    if _is_zero(text):
+        return 0.0
+    m = _BW_RE.match(text)
+    if not m:
+        hint = " (a bare number is ambiguous: add a unit)" if _is_number(text) else ""
+        raise ConfigError(field, value, expected + hint)
+    num = float(m["num"]) * _scale(m["prefix"] or "")
+    unit = m["unit"]
+    if unit in ("bps", "b/s", "bit/s", "bits/s", "bit"):
+        num /= BITS_PER_BYTE
+    label = (m["label"] or "").lower()
+    if label in ("duplex", "bidirectional", "bi-directional", "bidir"):
+        num /= 2
+    if num < 0:
+        raise ConfigError(field, value, "a bandwidth >= 0")
+    return _finite(num, field, value, expected)
+
+
+def parse_time(value: str | float | int, *, field: str = "time") -> float:
+    """Seconds from ``"2us"``, ``"1.5 ms"``, ``"0.42s"``, ``"1 week"``; a bare ``0`` is zero."""
+    expected = "a time with a unit, such as 2us, 1.5ms, 0.4s or 1week"
+    try:
+        text = _as_text(value)
+    except TypeError:
+        raise ConfigError(field, value, expected) from None
+    if _is_zero(text):
+        return 0.0
+    m = _TIME_RE.match(text)
+    if not m or m["unit"] not in _TIME_UNITS:
+        hint = " (a bare number is ambiguous: add a unit)" if _is_number(text) else ""
+        raise ConfigError(field, value, expected + hint)
+    num = float(m["num"]) * _TIME_UNITS[m["unit"]]
+    if num < 0:
+        raise ConfigError(field, value, "a time >= 0")
+    return _finite(num, field, value, expected)
+
+
+def parse_flop_rate(value: str | float | int, *, field: str = "flop_rate") -> float:
+    """FLOP/s from ``"312TFLOPS"``, ``"989 TFLOP/s"``, ``"1.2e15"``."""
+    expected = "a FLOP rate such as 312TFLOPS, 989 TFLOP/s or 1.2e15"
+    try:
+        text = _as_text(value)
+    except TypeError:
+        raise ConfigError(field, value, expected) from None
+    m = _RATE_RE.match(text)
+    if not m or m["prefix"] in _BINARY:
+        raise ConfigError(field, value, expected)
+    num = float(m["num"]) * _DECIMAL[m["prefix"] or ""]
+    if num < 0:
+        raise ConfigError(field, value, "a FLOP rate >= 0")
+    return _finite(num, field, value, expected)
+
+
+def parse_count(value: str | float | int, *, field: str = "count") -> float:
+    """A plain count from ``"2e9"``, ``"175B"`` (billion), ``"7M"``, ``"1.5T"``."""
+    expected = "a count such as 2e9, 175B (billion), 7M or 1.5T"
+    try:
+        text = _as_text(value)
+    except TypeError:
+        raise ConfigError(field, value, expected) from None
+    m = _COUNT_RE.match(text)
+    if not m:
+        raise ConfigError(field, value, expected)
+    num = float(m["num"]) * _COUNT_SUFFIX[m["suffix"]]
+    if num < 0:
+        raise ConfigError(field, value, "a count >= 0")
+    return _finite(num, field, value, expected)
+
+
+def parse_ports(value: str, *, field: str = "ports") -> tuple[int, float]:
+    """``"8x400Gbps"`` -> (8, 50e9): a port count and each port's one-direction bytes/s.
+
+    A plain bandwidth (``"200Gbps"``) is one port.
+    """
+    text = str(value).strip()
+    m = _PORTS_RE.match(text)
+    if not m:
+        return 1, parse_bandwidth(text, field=field)
+    count = int(m["count"])
+    if count < 1:
+        raise ConfigError(field, value, "a port count >= 1, as in 8x400Gbps")
+    return count, parse_bandwidth(m["rest"], field=field)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_zero(text: str) -> bool:
+    return _is_number(text) and float(text) == 0.0
+
+
+# ---------------------------------------------------------------------------- formatting
+
+
+def _engineering(value: float, prefixes: list[tuple[float, str]], unit: str, digits: int) -> str:
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g} {unit}".strip()
+    magnitude = abs(value)
+    for scale, prefix in prefixes:
+        if magnitude >= scale * 0.9995:
+            return f"{_sig(value / scale, digits)} {prefix}{unit}"
+    scale, prefix = prefixes[-1]
+    return f"{_sig(value / scale, digits)} {prefix}{unit}"
+
+
+def _sig(x: float, digits: int) -> str:
+    """``x`` with ``digits`` significant figures, without scientific notation for ordinary sizes."""
+    if x == 0:
+        return "0"
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(x)))))
+    return f"{x:.{decimals}f}"
+
+
+_DEC_PREFIXES = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+_BIN_PREFIXES = [(2.0**50, "Pi"), (2.0**40, "Ti"), (2.0**30, "Gi"), (2.0**20, "Mi"), (2.0**10, "Ki"), (1.0, "")]
+
+
+def format_size(num_bytes: float, *, binary: bool = False, digits: int = 3) -> str:
+    """``1.4e9`` -> ``"1.40 GB"``; with ``binary=True``, ``85899345920`` -> ``"80.0 GiB"``."""
+    return _engineering(num_bytes, _BIN_PREFIXES if binary else _DEC_PREFIXES, "B", digits)
+
+
+def format_bandwidth(bytes_per_s: float, *, bits: bool = False, digits: int = 3) -> str:
+    """``25e9`` -> ``"25.0 GB/s"``; with ``bits=True`` -> ``"200 Gb/s"``. Always one direction."""
+    if bits:
+        return _engineering(bytes_per_s * BITS_PER_BYTE, _DEC_PREFIXES, "b/s", digits)
+    return _engineering(bytes_per_s, _DEC_PREFIXES, "B/s", digits)
+
+
+def format_time(seconds: float, *, digits: int = 3) -> str:
+    """``0.0175`` -> ``"17.5 ms"``; ``7200`` -> ``"2.00 h"``."""
+    if seconds == 0 or not math.isfinite(seconds):
+        return f"{seconds:g} s"
+    magnitude = abs(seconds)
+    for limit, scale, unit in (
+        (86400 * 2, 86400.0, "days"), (3600 * 2, 3600.0, "h"), (120, 60.0, "min"),
+        (1, 1.0, "s"), (1e-3, 1e-3, "ms"), (1e-6, 1e-6, "us"),
+    ):
+        if magnitude >= limit * 0.9995:
+            return f"{_sig(seconds / scale, digits)} {unit}"
+    return f"{_sig(seconds / 1e-9, digits)} ns"
+
+
+def format_flops(flops: float, *, digits: int = 3) -> str:
+    """``65.536e12`` -> ``"65.5 TFLOP"``."""
+    return _engineering(flops, _DEC_PREFIXES, "FLOP", digits)
+
+
+def format_flop_rate(flop_per_s: float, *, digits: int = 3) -> str:
+    """``156e12`` -> ``"156 TFLOP/s"``."""
+    return _engineering(flop_per_s, _DEC_PREFIXES, "FLOP/s", digits)
+
+
+def format_count(count: float, *, digits: int = 3) -> str:
+    """``774030080`` -> ``"774 M"``; ``2e9`` -> ``"2.00 B"`` (billion)."""
+    prefixes = [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+    return _engineering(count, prefixes, "", digits).rstrip()
