@@ -70,3 +70,10 @@ def test_seeds_003_quotes_non_embedding_counts():
     # seeds/003: "GPT-2: ~85 million parameters", "GPT-2 Large: ~708 million parameters".
     assert round(param_count(get_model("gpt2")).non_embedding / 1e6) == 85
     assert round(param_count(get_model("gpt2-large")).non_embedding / 1e6) == 708
+
+
+def test_mingpt_unties_the_head():
+    # minGPT's separate lm_head adds vocab x hidden = 50257 * 1280 = 64,328,960 parameters to
+    # GPT-2 Large: 774,030,080 + 64,328,960 = 838,359,040 trainable parameters.
+    assert param_count(get_model("mingpt-gpt2-large")).total == 838_359_040
+    assert param_count(get_model("mingpt-gpt2")).total == 124_439_808 + 50257 * 768

@@ -121,3 +121,17 @@ def test_invariants(s, b, t, sp, flash, dropout):
     assert activation_memory(m, s, b, recompute="none", **{**kw, "tp": 2 * t}).per_layer <= none
     # memory is linear in the micro-batch
     assert activation_memory(m, s, 2 * b, **kw).total == pytest.approx(2 * activation_memory(m, s, b, **kw).total)
+
+
+def test_recompute_and_sequence_parallel_as_arrays():
+    # The planner batches plans: recompute modes and SP flags may be arrays too.
+    m = get_model("llama2-7b")
+    modes = np.array(["none", "selective", "full"])
+    sps = np.array([False, True, True])
+    vec = activation_memory(m, 4096, 1, recompute=modes, tp=4, sequence_parallel=sps)
+    for i in range(3):
+        one = activation_memory(m, 4096, 1, recompute=str(modes[i]), tp=4, sequence_parallel=bool(sps[i]))
+        assert vec.per_layer[i] == pytest.approx(one.per_layer)
+        assert vec.total[i] == pytest.approx(one.total)
+    with pytest.raises(ConfigError, match="recompute"):
+        activation_memory(m, 4096, 1, recompute=np.array(["none", "half"]))

@@ -109,3 +109,11 @@ def test_recompute_modes_order():
     m = Transformer(name="t", layers=2, hidden=64, heads=4, vocab=100)
     none, sel, full = (training_flops(m, 64, recompute=r).hardware_per_token for r in ("none", "selective", "full"))
     assert none < sel < full
+
+
+def test_recompute_as_an_array():
+    m = get_model("llama2-7b")
+    modes = np.array(["none", "selective", "full"])
+    vec = training_flops(m, 4096, recompute=modes)
+    for i, mode in enumerate(modes):
+        assert vec.hardware_per_token[i] == pytest.approx(training_flops(m, 4096, recompute=str(mode)).hardware_per_token)

@@ -36,7 +36,9 @@ def print_summary(summary) -> None:
              for mode, v in summary.hardware_flops_per_token.items()]
     rows += [["one layer, training (model)", format_flops(f.layer_model_per_token)],
              ["LM head, training", format_flops(f.lm_head_per_token)]]
-    rows += [[f"≈ {name}", format_flops(v)] for name, v in summary.approximations.items()]
+    from willitscale.workload.approximations import APPROXIMATION_LABELS
+
+    rows += [[f"≈ {APPROXIMATION_LABELS[key]}", format_flops(v)] for key, v in summary.approximations.items()]
     print_table(f"FLOPs per token (seq_len {f.seq_len}, attention counted {attention}, "
                 f"flash attention {'on' if f.flash_attention else 'off'})", ["what", "FLOPs"], rows,
                 caption=f"per sequence: {format_flops(f.model_per_sequence)} model, "

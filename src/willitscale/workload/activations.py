@@ -44,7 +44,7 @@ import numpy as np
 
 from willitscale.errors import ConfigError
 from willitscale.workload.arrays import float_or_array
-from willitscale.workload.flops import check_recompute
+from willitscale.workload.flops import recompute_choice
 from willitscale.workload.transformer import Transformer
 
 __all__ = ["ActivationMemory", "activation_memory"]
@@ -65,9 +65,9 @@ class ActivationMemory:
 
     seq_len: object
     micro_batch: object
-    recompute: str
+    recompute: object  #: mode name, or array of them
     tp: object
-    sequence_parallel: bool
+    sequence_parallel: object
     flash_attention: bool
     dropout: bool
     dtype_bytes: int
@@ -106,22 +106,22 @@ def _mlp_bytes(model: Transformer, sbh_rep, sb, f, p: int, dropout: bool):
     return p * sbh_rep + router + routed + mask
 
 
-def activation_memory(model: Transformer, seq_len=None, micro_batch=1, *, recompute: str = "none",
-                      tp=1, sequence_parallel: bool = False, flash_attention: bool = True,
+def activation_memory(model: Transformer, seq_len=None, micro_batch=1, *, recompute="none",
+                      tp=1, sequence_parallel=False, flash_attention: bool = True,
                       dropout: bool = False, dtype_bytes: int = 2) -> ActivationMemory:
-    """Activation bytes per micro-batch (numpy-friendly in ``seq_len``, ``micro_batch``, ``tp``).
+    """Activation bytes per micro-batch (numpy-friendly in ``seq_len``, ``micro_batch``, ``tp``,
+    ``sequence_parallel`` and ``recompute``, which may be arrays of mode names).
 
     Defaults describe current practice (FlashAttention, no dropout, bf16); Korthikanti et
     al.'s ``34 + 5as/h`` is ``flash_attention=False, dropout=True``.
     """
-    check_recompute(recompute)
     s = np.asarray(model.seq_len if seq_len is None else seq_len, dtype=float)
     b = np.asarray(micro_batch, dtype=float)
     t = np.asarray(tp, dtype=float)
     for name, value in (("seq_len", s), ("micro_batch", b), ("tp", t)):
         _check_positive(name, value)
     p = dtype_bytes
-    rep = 1.0 / t if sequence_parallel else 1.0
+    rep = np.where(np.asarray(sequence_parallel, dtype=bool), 1.0 / t, 1.0)
     sb = s * b
     sbh_rep = sb * model.hidden * rep
     q = model.q_dim / t
@@ -139,8 +139,8 @@ def activation_memory(model: Transformer, seq_len=None, micro_batch=1, *, recomp
     layer = norms + attention + scores + mlp
 
     checkpoint = p * sbh_rep  # the layer input, all that full recomputation keeps
-    per_layer = {"none": layer, "selective": layer - scores, "full": checkpoint + 0 * layer}[recompute]
-    transient = {"none": 0 * layer, "selective": scores, "full": layer}[recompute]
+    per_layer = recompute_choice(recompute, layer, layer - scores, checkpoint + 0 * layer)
+    transient = recompute_choice(recompute, 0 * layer, scores, layer)
     embedding = mask + (p * sbh_rep if model.embedding_norm else 0.0)
     head = 2 * p * sbh_rep + LOGITS_BYTES * sb * model.vocab / t
     total = model.layers * per_layer + transient + embedding + head

@@ -35,6 +35,7 @@ __all__ = [
     "palm_flops_per_token",
     "handbook_tflop_per_gpu",
     "approximate_flops_per_token",
+    "APPROXIMATION_LABELS",
 ]
 
 
@@ -74,6 +75,16 @@ def handbook_tflop_per_gpu(model_size_in_B, seqlen, global_batch_size, total_gpu
     return model_size_in_B * passes * 2 * seqlen * global_batch_size / (total_gpus * 1e3)
 
 
+APPROXIMATION_LABELS = {
+    "kaplan_6p": "6P (Kaplan 2020; seeds/001)",
+    "kaplan_6n": "6N (Kaplan 2020, N = non-embedding)",
+    "handbook_8p_full_recompute": "8P (seeds/000 handbook, full recompute)",
+    "palm_6n_12lhqt": "6N + 12LHQT (PaLM)",
+    "korthikanti_72lh2": "72lh^2(1+s/6h+V/12lh) (Korthikanti 2022)",
+    "narayanan_96lh2_full_recompute": "96lh^2(1+s/6h+V/16lh) (Narayanan 2021, full recompute)",
+}
+
+
 def approximate_flops_per_token(model: Transformer, seq_len=None) -> dict[str, object]:
     """Every shortcut, as training FLOPs per token of ``model`` (for side-by-side reports).
 
@@ -86,11 +97,10 @@ def approximate_flops_per_token(model: Transformer, seq_len=None) -> dict[str, o
     l, h, v = model.layers, model.hidden, model.vocab
     per_token = np.asarray(s, dtype=float)
     return {
-        "6P (Kaplan 2020; seeds/001)": 6.0 * p.active,
-        "6N (Kaplan 2020, N = non-embedding)": 6.0 * p.active_non_embedding,
-        "8P (seeds/000 handbook, full recompute)": 8.0 * p.active,
-        "PaLM 6N + 12LHQT": palm_flops_per_token(p.active, l, model.heads, model.head_dim, s),
-        "Korthikanti 2022 72lh^2(1+s/6h+V/12lh)": float_or_array(korthikanti_model_flops(1, s, l, h, v) / per_token),
-        "Narayanan 2021 96lh^2(1+s/6h+V/16lh), full recompute":
-            float_or_array(narayanan_flops(1, s, l, h, v) / per_token),
+        "kaplan_6p": 6.0 * p.active,
+        "kaplan_6n": 6.0 * p.active_non_embedding,
+        "handbook_8p_full_recompute": 8.0 * p.active,
+        "palm_6n_12lhqt": palm_flops_per_token(p.active, l, model.heads, model.head_dim, s),
+        "korthikanti_72lh2": float_or_array(korthikanti_model_flops(1, s, l, h, v) / per_token),
+        "narayanan_96lh2_full_recompute": float_or_array(narayanan_flops(1, s, l, h, v) / per_token),
     }

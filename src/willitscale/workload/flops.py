@@ -49,16 +49,27 @@ __all__ = [
     "training_flops",
     "recompute_flops",
     "check_recompute",
+    "recompute_choice",
 ]
 
 RECOMPUTE = ("none", "selective", "full")
 
 
-def check_recompute(recompute: str) -> str:
-    """``recompute`` if it is one of :data:`RECOMPUTE`, else a :class:`ConfigError`."""
-    if recompute not in RECOMPUTE:
+def check_recompute(recompute):
+    """``recompute`` (a mode name or an array of them) if every value is one of
+    :data:`RECOMPUTE`, else a :class:`ConfigError`."""
+    if not np.all(np.isin(np.asarray(recompute, dtype=object), RECOMPUTE)):
         raise ConfigError("recompute", recompute, "one of " + ", ".join(RECOMPUTE))
     return recompute
+
+
+def recompute_choice(recompute, none, selective, full):
+    """``none``, ``selective`` or ``full`` picked per element of ``recompute`` (str or array)."""
+    check_recompute(recompute)
+    if isinstance(recompute, str):
+        return {"none": none, "selective": selective, "full": full}[recompute]
+    mode = np.asarray(recompute)
+    return np.where(mode == "full", full, np.where(mode == "selective", selective, none))
 
 
 def keys_per_query(seq_len, window: int | None = None, *, causal: bool = False):
@@ -123,7 +134,7 @@ class TrainingFlops:
     """
 
     seq_len: object
-    recompute: str
+    recompute: object  #: mode name, or array of them
     causal: bool
     flash_attention: bool
     layers: int
@@ -150,19 +161,19 @@ class TrainingFlops:
         return float_or_array(np.asarray(self.hardware_per_token) * np.asarray(self.seq_len))
 
 
-def recompute_flops(layer: LayerFlops, recompute: str, flash_attention: bool):
+def recompute_flops(layer: LayerFlops, recompute, flash_attention: bool):
     """Extra forward FLOPs per token one layer executes for recomputation."""
-    extra = {"none": 0.0, "selective": layer.attention_core, "full": layer.total}[check_recompute(recompute)]
+    extra = recompute_choice(recompute, 0.0, layer.attention_core, layer.total)
     # FlashAttention's backward recomputes Q K^T from Q, K and the saved softmax statistics.
     return float_or_array(extra + (layer.scores if flash_attention else 0.0))
 
 
-def training_flops(model: Transformer, seq_len=None, *, recompute: str = "none",
+def training_flops(model: Transformer, seq_len=None, *, recompute="none",
                    causal: bool = False, flash_attention: bool = True) -> TrainingFlops:
     """Training FLOPs per token of ``model`` (numpy-friendly in ``seq_len``).
 
     ``seq_len`` defaults to the model's training sequence length. ``recompute`` is one of
-    ``none``, ``selective``, ``full``; ``causal`` counts only unmasked attention scores;
+    ``none``, ``selective``, ``full`` (or an array of them, broadcast against ``seq_len``); ``causal`` counts only unmasked attention scores;
     ``flash_attention`` adds the ``Q K^T`` its backward reruns to the hardware FLOPs.
     """
     seq_len = model.seq_len if seq_len is None else seq_len
