@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "layer_params_per_tp_rank": "willitscale.workload",
     "embedding_params_per_tp_rank": "willitscale.workload",
     "head_params_per_tp_rank": "willitscale.workload",
+    "tp_divides_shape": "willitscale.workload",
     "TrainingFlops": "willitscale.workload",
     "LayerFlops": "willitscale.workload",
     "training_flops": "willitscale.workload",

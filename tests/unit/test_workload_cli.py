@@ -72,3 +72,8 @@ def test_errors_are_one_line(cli):
     assert code == 2 and "zero-16" in err
     code, _, err = cli("model")
     assert code == 2 and "--list" in err
+
+
+def test_tp_that_does_not_split_the_model(cli):
+    code, _, err = cli("model", "gpt2", "--tp", "5")
+    assert code == 2 and "heads = 12" in err

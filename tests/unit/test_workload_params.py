@@ -147,3 +147,15 @@ def test_shape_validation_names_the_field():
         Transformer(name="x", layers=1, hidden=64, heads=8, vocab=10, max_positions=8, seq_len=16)
     with pytest.raises(ConfigError, match="layers"):
         Transformer(name="x", layers=0, hidden=64, heads=8, vocab=10)
+
+
+def test_tp_divides_shape():
+    # Llama 2 70B: 64 heads, ffn 28672 = 2^12 * 7, 8 kv heads. tp 16 splits heads and ffn and
+    # is a multiple of 8 (kv replicated); tp 3 divides neither 64 nor 8; tp 128 exceeds heads.
+    from willitscale.workload.catalog import get_model
+    from willitscale.workload.params import tp_divides_shape
+
+    m = get_model("llama2-70b")
+    assert tp_divides_shape(m, 16) and tp_divides_shape(m, 8) and tp_divides_shape(m, 1)
+    assert not tp_divides_shape(m, 3) and not tp_divides_shape(m, 128)
+    np.testing.assert_array_equal(tp_divides_shape(m, np.array([1, 3, 16, 128])), [True, False, True, False])

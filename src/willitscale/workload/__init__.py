@@ -20,6 +20,7 @@ _EXPORTS: dict[str, str] = {
     "layer_params_per_tp_rank": "params",
     "embedding_params_per_tp_rank": "params",
     "head_params_per_tp_rank": "params",
+    "tp_divides_shape": "params",
     "LayerFlops": "flops",
     "TrainingFlops": "flops",
     "RECOMPUTE": "flops",

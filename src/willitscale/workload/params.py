@@ -34,6 +34,7 @@ __all__ = [
     "attention_params",
     "mlp_params",
     "layer_params_per_tp_rank",
+    "tp_divides_shape",
     "embedding_params_per_tp_rank",
     "head_params_per_tp_rank",
 ]
@@ -132,6 +133,16 @@ def param_count(model: Transformer) -> ParamCount:
 def _kv_heads_per_rank(model: Transformer, tp):
     """K/V heads one TP rank holds: kv_heads / tp, but at least one (replicated when kv_heads < tp)."""
     return np.maximum(model.kv_heads / np.asarray(tp, dtype=float), 1.0)
+
+
+def tp_divides_shape(model: Transformer, tp):
+    """Whether ``tp`` tensor-parallel ranks split ``model`` evenly (numpy-friendly in ``tp``):
+    heads and FFN width divisible by ``tp``, and key/value heads either divisible by ``tp`` or
+    a divisor of it (then each rank keeps a replica of one kv head)."""
+    t = np.asarray(tp)
+    ok = (t >= 1) & (model.heads % t == 0) & (model.ffn_hidden % t == 0) \
+        & ((model.kv_heads % t == 0) | (t % model.kv_heads == 0))
+    return bool(ok) if np.ndim(ok) == 0 else ok
 
 
 def layer_params_per_tp_rank(model: Transformer, tp=1):

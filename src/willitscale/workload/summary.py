@@ -22,6 +22,7 @@ from willitscale.workload.params import (
     head_params_per_tp_rank,
     layer_params_per_tp_rank,
     param_count,
+    tp_divides_shape,
 )
 from willitscale.workload.transformer import Transformer
 
@@ -108,6 +109,10 @@ def summarize_model(model: Transformer, *, seq_len: int | None = None, micro_bat
     if model.position == "learned" and seq_len > model.max_positions:
         raise ConfigError("seq_len", seq_len,
                           f"<= {model.max_positions}, the size of {model.name}'s learned position table")
+    if not tp_divides_shape(model, tp):
+        raise ConfigError("tp", tp, f"a degree that splits {model.name} evenly: a divisor of heads = "
+                                    f"{model.heads} and ffn_hidden = {model.ffn_hidden}, and a divisor "
+                                    f"or multiple of kv_heads = {model.kv_heads}")
     params = param_count(model)
     per_gpu = (embedding_params_per_tp_rank(model, tp) + model.layers * layer_params_per_tp_rank(model, tp)
                + head_params_per_tp_rank(model, tp))
