@@ -221,10 +221,10 @@ def add_matmul_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_train_args(p: argparse.ArgumentParser) -> None:
-    from willitscale.bench.models import BENCH_MODELS
+    from willitscale.bench.models import BENCH_MODEL_NAMES
 
     d = TrainOptions()
-    p.add_argument("--model", default=d.model, help="one of " + ", ".join(BENCH_MODELS))
+    p.add_argument("--model", default=d.model, help="one of " + ", ".join(BENCH_MODEL_NAMES))
     p.add_argument("--seq-len", type=int, default=d.seq_len)
     p.add_argument("--batch", type=int, default=d.batch, help="sequences per rank per step")
     p.add_argument("--steps", type=int, default=d.steps, help="measured steps of each kind")

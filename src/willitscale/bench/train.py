@@ -20,7 +20,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 
 from willitscale.bench.gpt import GPT, batches, load_text
-from willitscale.bench.models import bench_model, parameter_count
+from willitscale.bench.models import bench_model
 from willitscale.bench.options import TrainOptions
 from willitscale.bench.progress import progress
 from willitscale.bench.records import TrainRow
@@ -81,6 +81,12 @@ def _slowest_median(ctx, local: list[tuple[float, ...]]) -> list[float]:
     return medians
 
 
+def _params(shape) -> int:
+    from willitscale.workload.params import param_count
+
+    return param_count(shape).total
+
+
 def run_train(ctx, opts: TrainOptions, emit: Callable[[TrainRow], None], *, nodes: int) -> None:
     shape = bench_model(opts.model)
     ddp, optimizer = _build(ctx, opts)
@@ -101,7 +107,7 @@ def run_train(ctx, opts: TrainOptions, emit: Callable[[TrainRow], None], *, node
     step, fwd, bwd, opt = _slowest_median(ctx, synced)
     (bwd_no_sync,) = _slowest_median(ctx, unsynced)
     emit(TrainRow(model=opts.model, layers=shape.layers, hidden=shape.hidden, heads=shape.heads,
-                  vocab=shape.vocab, seq_len=opts.seq_len, params=parameter_count(shape),
+                  vocab=shape.vocab, seq_len=opts.seq_len, params=_params(shape),
                   batch_per_rank=opts.batch, ranks=ctx.world_size, nodes=nodes, dtype=opts.dtype,
                   bucket_bytes=opts.bucket_bytes, device=ctx.device_name, step=step, forward=fwd,
                   backward=bwd, backward_no_sync=bwd_no_sync, optimizer=opt, steps=opts.steps))
