@@ -115,6 +115,17 @@ class Context:
             dist.destroy_process_group()
 
 
+def _ranks_on_this_machine(local_world: int) -> int:
+    """The node's ranks -- or, in an emulated cluster, every node's: they share one CPU."""
+    emulated = os.environ.get("WILLITSCALE_EMULATED")
+    if emulated:
+        import json
+
+        spec = json.loads(emulated)
+        return max(1, int(spec.get("nodes", 1)) * int(spec.get("ranks_per_node", local_world)))
+    return max(1, local_world)
+
+
 def _backend(torch: Any, wanted: str) -> str:
     dist = torch.distributed
     if wanted == "auto":
@@ -144,7 +155,7 @@ def init(backend: str = "auto") -> Context:
     else:
         device = torch.device("cpu")
         if "OMP_NUM_THREADS" not in os.environ:  # share the cores between the node's ranks
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_world)))
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // _ranks_on_this_machine(local_world)))
     timeout = timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
     if os.environ.get(AGENT_STORE_ENV) == "1":
         store = dist.TCPStore(os.environ["MASTER_ADDR"], _env_int("MASTER_PORT"),

@@ -1,0 +1,78 @@
+"""``willitscale validate [--calibration FILE] [RUN_ID ...]``: predicted vs measured.
+
+Every stored run the calibration can predict (or the runs given), row by row, with the
+relative error of each prediction and whether the row was one the calibration was fitted to
+(in-sample) or a real test (out-of-sample). Without --calibration, the latest one
+``willitscale calibrate`` wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["register"]
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("validate", help="predicted vs measured for stored runs",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_ids", type=int, nargs="*", metavar="RUN_ID",
+                   help="stored runs to predict (default: every run the calibration can predict)")
+    p.add_argument("--calibration", default=None, help="a calibration file (default: the latest)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run)
+
+
+def _calibration(store, path: str | None):
+    from willitscale.config import load_toml
+    from willitscale.errors import ConfigError
+    from willitscale.hardware.calibration import Calibration, load_calibration
+
+    if path:
+        return load_calibration(path), path
+    stored = store.calibrations()
+    if not stored:
+        raise ConfigError("no calibration yet: run `willitscale calibrate` (or give --calibration FILE)")
+    latest = stored[0]
+    import tomllib
+
+    try:
+        data = tomllib.loads(latest.toml)
+    except tomllib.TOMLDecodeError:  # pragma: no cover - we wrote it
+        data = load_toml(latest.path)
+    return Calibration.from_toml_data(data, where=latest.path), latest.path
+
+
+def run(args: argparse.Namespace) -> int:
+    from willitscale.bench.store import Store
+    from willitscale.calibrate.runs import measured_run
+    from willitscale.calibrate.validate import compare
+    from willitscale.cli.output import print_json, print_table
+
+    with Store() as store:
+        cal, path = _calibration(store, args.calibration)
+        ids = args.run_ids or [info.id for info in reversed(store.runs())]
+        runs = []
+        for i in ids:
+            stored = store.run(i)
+            if stored.info.rows:
+                runs.append(measured_run(stored))
+    rows, skipped = compare(runs, cal)
+    errors_in = [abs(r.error) for r in rows if r.in_sample]
+    errors_out = [abs(r.error) for r in rows if not r.in_sample]
+    summary = {"rows": len(rows), "in_sample": len(errors_in), "out_of_sample": len(errors_out),
+               "max_abs_error_in_sample": max(errors_in, default=None),
+               "max_abs_error_out_of_sample": max(errors_out, default=None)}
+    if args.json:
+        print_json({"calibration": path, "rows": rows, "skipped": skipped, "summary": summary})
+        return 0
+    print_table(f"predicted vs measured ({path})",
+                ["run", "point", "measured", "predicted", "error", "fit"],
+                [[r.run_id, r.point, f"{r.measured * 1e3:.4g}", f"{r.predicted * 1e3:.4g}",
+                  f"{r.error:+.1%}", "in-sample" if r.in_sample else "out"] for r in rows],
+                units=["", "", "(ms)", "(ms)", "", ""],
+                caption="error = (predicted - measured) / measured; in-sample rows were fitted")
+    for s in skipped:
+        print(f"run {s.run_id} ({s.kind}) not predicted: {s.reason}", file=sys.stderr)
+    return 0
