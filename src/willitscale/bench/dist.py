@@ -77,7 +77,10 @@ class Context:
     def barrier(self) -> None:
         """All ranks reach this point, and their devices are idle, before anyone goes on."""
         self.sync()
-        self.torch.distributed.barrier()
+        if self.is_cuda:  # NCCL's barrier is an all-reduce on this rank's GPU: name it
+            self.torch.distributed.barrier(device_ids=[self.device.index])
+        else:
+            self.torch.distributed.barrier()
         self.sync()
 
     def clock(self) -> float:
@@ -157,12 +160,15 @@ def init(backend: str = "auto") -> Context:
         if "OMP_NUM_THREADS" not in os.environ:  # share the cores between the node's ranks
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // _ranks_on_this_machine(local_world)))
     timeout = timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
+    # with NCCL, bind the communicator to this rank's GPU up front (eager init, no guessing)
+    bound = {"device_id": device} if backend == "nccl" else {}
     if os.environ.get(AGENT_STORE_ENV) == "1":
         store = dist.TCPStore(os.environ["MASTER_ADDR"], _env_int("MASTER_PORT"),
                               is_master=False, timeout=timeout)
-        dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout,
+                                **bound)
     else:
         dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world,
-                                timeout=timeout)
+                                timeout=timeout, **bound)
     return Context(torch=torch, rank=rank, world_size=world, local_rank=local_rank,
                    local_world_size=local_world, backend=backend, device=device)

@@ -130,12 +130,21 @@ def table_of(kind: str, rows: Sequence[dict[str, Any]]):
         body = [[r["m"], r["n"], r["k"], r["type"], r["device"], _time_us(r["time_us"]),
                  _num(r["achieved_TFLOPS"], 3)] for r in rows]
         return "matmul", columns, units, body
-    columns = ["model", "params", "ranks", "nodes", "batch/rank", "seq", "step", "forward",
-               "backward", "no_sync bwd", "optimizer", "exposed comm", "tokens/s"]
-    units = ["", "", "", "", "", "", "(ms)", "(ms)", "(ms)", "(ms)", "(ms)", "(ms)", ""]
-    body = [[r["model"], f"{r['params']:,}", r["ranks"], r["nodes"], r["batch_per_rank"],
-             r["seq_len"], _num(r["step_s"] * 1e3, 1), _num(r["forward_s"] * 1e3, 1),
-             _num(r["backward_s"] * 1e3, 1), _num(r["backward_no_sync_s"] * 1e3, 1),
-             _num(r["optimizer_s"] * 1e3, 1), _num(r["exposed_comm_s"] * 1e3, 1),
-             f"{r['tokens_per_s']:,.0f}"] for r in rows]
+    # one column per measured configuration, one line per quantity: fits 80 columns
+    lines = [
+        ("model", "", lambda r: r["model"]), ("parameters", "", lambda r: f"{r['params']:,}"),
+        ("ranks on nodes", "", lambda r: f"{r['ranks']} on {r['nodes']}"),
+        ("batch per rank x seq", "", lambda r: f"{r['batch_per_rank']} x {r['seq_len']}"),
+        ("DDP bucket", "(MiB)", lambda r: _num(r["bucket_bytes"] / 2**20, 1)),
+        ("step", "(ms)", lambda r: _num(r["step_s"] * 1e3, 1)),
+        ("  forward", "(ms)", lambda r: _num(r["forward_s"] * 1e3, 1)),
+        ("  backward", "(ms)", lambda r: _num(r["backward_s"] * 1e3, 1)),
+        ("  optimizer", "(ms)", lambda r: _num(r["optimizer_s"] * 1e3, 1)),
+        ("backward under no_sync", "(ms)", lambda r: _num(r["backward_no_sync_s"] * 1e3, 1)),
+        ("exposed communication", "(ms)", lambda r: _num(r["exposed_comm_s"] * 1e3, 1)),
+        ("tokens/s", "", lambda r: f"{r['tokens_per_s']:,.0f}"),
+    ]
+    columns = ["", "unit", *[f"#{i}" if len(rows) > 1 else "measured" for i in range(len(rows))]]
+    body = [[name, unit, *[value(r) for r in rows]] for name, unit, value in lines]
+    units = None
     return "train", columns, units, body

@@ -85,6 +85,15 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _nic_text(nic: dict[str, Any]) -> str:
+    """``eth0 25000Mb/s``, plus the shaped rate when a tbf qdisc limits it."""
+    text = nic["name"] + (f" {nic['speed_Mbps']}Mb/s" if nic.get("speed_Mbps") else "")
+    words = (nic.get("qdisc") or "").split()
+    if "tbf" in words and "rate" in words:
+        text += f" (tbf {words[words.index('rate') + 1]})"
+    return text
+
+
 def _environment_lines(env: dict[str, Any]) -> list[str]:
     lines = [f"{env.get('world_size')} ranks on {env.get('nodes')} node(s) "
              f"({env.get('ranks_per_node')} per node), backend {env.get('backend')}",
@@ -96,8 +105,7 @@ def _environment_lines(env: dict[str, Any]) -> list[str]:
         lines.append(f"emulated cluster: {e.get('nodes')} nodes x {e.get('ranks_per_node')} ranks, "
                      f"uplink {e.get('uplink')}")
     for host in env.get("hosts") or []:
-        nics = [f"{i['name']}" + (f" {i['speed_Mbps']}Mb/s" if i.get("speed_Mbps") else "")
-                for i in host.get("interfaces") or [] if i.get("name") != "lo"]
+        nics = [_nic_text(i) for i in host.get("interfaces") or [] if i.get("name") != "lo"]
         lines.append(f"  {host.get('node')}: {host.get('cpu')} x{host.get('cpus')}, "
                      f"NUMA nodes {len(host.get('numa') or [])}, GPU links {host.get('gpu_links')}, "
                      f"NICs {', '.join(nics) or '-'}")
