@@ -41,6 +41,28 @@ def test_shaped_uplink_sets_the_bandwidth(cli):
     for row in run["results"]:
         assert row["wrong"] == 0
         assert 0.80 * 0.0125 < row["busbw_GBps"] < 1.13 * 0.0125
+    # the calibration fitted to this run predicts it (in-sample) within 10%
+    assert cli("calibrate")[0] == 0
+    report = json.loads(cli("validate", "--json")[1])
+    assert len(report["rows"]) == 2
+    assert all(r["in_sample"] and abs(r["error"]) < 0.10 for r in report["rows"])
+
+
+def test_ddp_across_nodes_is_slower_than_inside_one(cli):
+    pytest.importorskip("torch")
+    # the experiment of 003_f46334d856796e6d.txt in miniature: 2 ranks on 1 node (loopback)
+    # vs 1 rank on each of 2 nodes (100 Mbit/s). gpt2-tiny's 495,104 fp32 gradients are 1.98 MB;
+    # a 2-rank ring all-reduce sends all of it each way: 1.98 MB / 12.5 MB/s = 158 ms per step
+    # across nodes, which no CPU step of this size hides.
+    steps = {}
+    for nodes, ranks in ((1, 2), (2, 1)):
+        code, out, err = cli("emulate", "--nodes", str(nodes), "--ranks-per-node", str(ranks),
+                             "--uplink", "100Mbit", "--", "willitscale", "bench", "train", "--seq-len",
+                             "64", "--batch", "2", "--steps", "3", "-w", "1", "--json")
+        assert code == 0, err
+        steps[nodes] = json.loads(cli("results", "show", "--json")[1])["results"][0]
+    assert steps[2]["step_s"] > steps[1]["step_s"] + 0.1
+    assert steps[2]["exposed_comm_s"] > 0.1 > steps[1]["exposed_comm_s"]
 
 
 def test_failure_tears_down(cli):
