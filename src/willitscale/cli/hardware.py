@@ -46,8 +46,9 @@ def run_list(args: argparse.Namespace) -> int:
     tables = {"gpu": catalog.gpus, "link": catalog.links, "switch": catalog.switches, "node": catalog.nodes}
     kinds = [args.kind] if args.kind else list(KINDS)
     if args.json:
-        print_json({f"{k}s": [dict(record(e), aliases=catalog.aliases_of(e.name))
-                              for e in tables[k].values()] for k in kinds})
+        plural = {"gpu": "gpus", "link": "links", "switch": "switches", "node": "nodes"}
+        print_json({plural[k]: [dict(record(e), aliases=catalog.aliases_of(e.name))
+                                for e in tables[k].values()] for k in kinds})
         return 0
     for kind in kinds:
         _LISTERS[kind](list(tables[kind].values()))

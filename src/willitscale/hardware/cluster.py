@@ -99,10 +99,10 @@ def parse_link_spec(spec: str, *, inter: bool, catalog: Catalog | None = None
         return (count if count else 1), link, (note,)
     if inter and not link.kind.inter_node:
         raise ConfigError(role, spec, f"a NIC port (InfiniBand, Ethernet, EFA, Omni-Path); "
-                          f"{link.name} is a {link.kind.value} link, use it for intra_node")
+                          f"{link.name} is a GPU-to-GPU link ({link.kind.value}); use it for intra_node")
     if not inter and link.kind.inter_node:
         raise ConfigError(role, spec, f"a GPU-to-GPU link (NVLink, PCIe, Infinity Fabric); "
-                          f"{link.name} is a {link.kind.value} port, use it for inter_node")
+                          f"{link.name} is a NIC port ({link.kind.value}); use it for inter_node")
     if not inter and count is not None:
         raise ConfigError(role, spec, f"{link.name} alone (it already is one GPU's links) or a "
                           "bandwidth per GPU such as 12x25GB/s")
