@@ -12,8 +12,10 @@ def test_acceptance_show_h100_sxm(cli):
     code, out, err = cli("hardware", "show", "h100-sxm")
     assert code == 0, err
     bf16 = next(line for line in out.splitlines() if line.strip().startswith("bf16"))
-    assert bf16.split()[1] == "989.4"  # the dense column comes first
-    assert "NVLink 4 (H100/H200): 18 links, 450 GB/s one direction, 900 GB/s duplex" in out
+    assert bf16.split() == ["bf16", "989.4"]
+    # 1978.9 appears only as fp8's dense peak, never as a bf16 figure
+    assert [line.split()[0] for line in out.splitlines() if "1978.9" in line] == ["fp8"]
+    assert "NVLink 4: 18 links, 450 GB/s one direction, 900 GB/s duplex" in out
     assert "source:" in out.lower() and "https://" in out
 
 

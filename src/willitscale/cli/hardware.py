@@ -89,7 +89,7 @@ def _print_table(title: str, columns: list[str], rows: list[list], units: list[s
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
-    for i, (name, unit) in enumerate(zip(columns, units)):
+    for i, (name, unit) in enumerate(zip(columns, units, strict=True)):
         header = f"{name}\n[dim]{unit}[/dim]" if unit else name
         table.add_column(header, justify="left" if i == 0 else "right", no_wrap=True)
     for row in rows:

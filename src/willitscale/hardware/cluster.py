@@ -25,7 +25,7 @@ from dataclasses import replace
 from willitscale.errors import ConfigError, UnknownNameError
 from willitscale.hardware.catalog import Catalog, load_catalog
 from willitscale.hardware.model import Cluster, Gpu, Link, LinkKind, Node
-from willitscale.units import format_bandwidth, format_time, parse_bandwidth, parse_ports
+from willitscale.units import format_bandwidth, format_time, parse_ports
 
 __all__ = ["build_cluster", "parse_link_spec", "DEFAULT_GPUS_PER_NODE"]
 

@@ -17,7 +17,7 @@ def _bw(x: float) -> str:
 
 
 def link_summary(link: Link) -> str:
-    """``"NVLink 4 (H100/H200): 18 links, 450 GB/s one direction, 900 GB/s duplex"``."""
+    """``"NVLink 4: 18 links, 450 GB/s one direction, 900 GB/s duplex"``."""
     parts = [f"{link.links} links"] if link.links else []
     parts += [f"{_bw(link.bandwidth)} one direction", f"{_bw(link.duplex_bandwidth)} duplex"]
     return f"{link.display_name or link.name}: " + ", ".join(parts)
@@ -52,11 +52,11 @@ def _gpu_lines(gpu: Gpu, catalog: Catalog) -> list[str]:
     lines = [f"  vendor {gpu.vendor}, {gpu.form_factor or 'form factor not given'}; memory "
              f"{format_size(gpu.memory, binary=True)} {gpu.memory_type} ({format_size(gpu.memory)}), "
              f"{_bw(gpu.memory_bandwidth)}",
-             "", "  Peak FLOP/s, dense (vendors headline the 2:4 sparsity figure, 2x dense: never used)",
-             f"  {'dtype':<6} {'dense TFLOP/s':>14} {'sparse TFLOP/s':>15}"]
-    for dtype, value in gpu.peak_flops.items():
-        sparse = gpu.sparse_peak_flops.get(dtype)
-        lines.append(f"  {dtype:<6} {value / 1e12:>14.6g} {'' if sparse is None else f'{sparse / 1e12:.6g}':>15}")
+             "", "  Peak FLOP/s, dense", f"  {'dtype':<6} {'TFLOP/s':>9}"]
+    lines += [f"  {dtype:<6} {value / 1e12:>9.6g}" for dtype, value in gpu.peak_flops.items()]
+    if gpu.sparse_peak_flops:
+        lines.append(f"  (datasheets headline 2:4-sparsity figures for {', '.join(gpu.sparse_peak_flops)}, "
+                     "2x these; training never uses them: see --json)")
     lines.append("")
     if gpu.intra_node_link:
         lines.append("GPU-to-GPU link: " + "\n  ".join(_link_lines(catalog.link(gpu.intra_node_link))))
