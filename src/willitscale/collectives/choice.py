@@ -18,9 +18,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from willitscale.collectives.algorithms import NCCL_ALGORITHMS, PREFERENCE, Algorithm, parse_algorithm
+from willitscale.collectives.algorithms import (
+    NCCL_ALGORITHMS,
+    PREFERENCE,
+    Algorithm,
+    NotApplicable,
+    not_applicable_reason,
+    parse_algorithm,
+)
 from willitscale.collectives.cost import CollectiveCost, collective_costs
-from willitscale.collectives.network import Network
+from willitscale.collectives.network import DEFAULT_LINK, Network
 from willitscale.collectives.ops import Op, parse_op
 from willitscale.errors import ConfigError
 
@@ -67,23 +74,26 @@ def _name(value):
 
 
 def _candidates(op: Op, network: Network, algorithms) -> tuple[Algorithm, ...]:
-    if algorithms is None:
-        return tuple(a for a in PREFERENCE)  # filtered by applicability in collective_costs
+    """The given algorithms that can run ``op`` here, in preference order; none is an error."""
     chosen = [a if isinstance(a, Algorithm) else parse_algorithm(a) for a in algorithms]
     if not chosen:
         raise ConfigError("algorithms", algorithms, "at least one algorithm")
-    return tuple(sorted(set(chosen), key=PREFERENCE.index))
+    usable = [a for a in chosen if not_applicable_reason(op, a, network) is None]
+    if not usable:
+        raise NotApplicable(op, chosen[0], not_applicable_reason(op, chosen[0], network))
+    return tuple(sorted(set(usable), key=PREFERENCE.index))
 
 
 def fastest(op: Op | str, size, ranks, network: Network | None = None, *, algorithms=None,
             tolerance: float = DEFAULT_TOLERANCE) -> Choice:
     """Choose the algorithm for ``op``: the fastest, ties within ``tolerance`` going to NCCL's.
 
-    ``algorithms`` restricts the candidates (e.g. :data:`NCCL_ALGORITHMS`); by default every
-    applicable one competes. Sizes and ranks may be arrays: the choice is then per element.
-    Raises ``NotApplicable`` if an algorithm named in ``algorithms`` cannot run ``op``.
+    ``algorithms`` restricts the candidates (e.g. :data:`NCCL_ALGORITHMS`; those that cannot run
+    ``op`` on ``network`` are skipped); by default every applicable one competes. Sizes and ranks
+    may be arrays: the choice is then per element. Raises ``NotApplicable`` if none can run ``op``.
     """
     op = parse_op(op) if not isinstance(op, Op) else op
+    network = DEFAULT_LINK if network is None else network
     if not 0 <= tolerance < 1:
         raise ConfigError("tolerance", tolerance, "a fraction in [0, 1)")
     if algorithms is None:
