@@ -175,3 +175,66 @@ def test_lecture_resnet50_example():
     c = collective_cost("all_reduce", "parameter_server", 97.5e6, 256)
     assert c.peak_node_bytes_in == pytest.approx(24.96e9) and c.peak_node_bytes_out == pytest.approx(24.96e9)
     assert 3 * c.peak_node_bytes_in == pytest.approx(74.88e9)
+
+
+# ------------------------------------------------- tree formulas vs the trees themselves
+
+
+def _nccl_tree_parents(n):
+    """child -> parent of NCCL's first tree (src/graph/trees.cc, ncclGetBtree): rank r's parent
+    flips its lowest set bit and sets the next one up, or only clears it if that is out of range."""
+    parents = {}
+    for r in range(1, n):
+        bit = r & -r
+        up = (r ^ bit) | (bit << 1)
+        parents[r] = up if up < n else r ^ bit
+    return parents
+
+
+def _nccl_second_tree(n):
+    first = _nccl_tree_parents(n)
+    if n % 2:  # odd: shift every rank by one
+        return {(c + 1) % n: (p + 1) % n for c, p in first.items()}
+    return {n - 1 - c: n - 1 - p for c, p in first.items()}  # even: mirror
+
+
+def _heap_parents(n):
+    return {r: (r - 1) // 2 for r in range(1, n)}
+
+
+def _depth(parents):
+    def hops(r):
+        return 0 if r not in parents else 1 + hops(parents[r])
+
+    return max((hops(r) for r in parents), default=0)
+
+
+def _busiest(trees, share):
+    """Bytes (in units of S) into the busiest rank when every tree edge carries ``share`` each way."""
+    load, senders = {}, {}
+    for parents in trees:
+        for c, p in parents.items():
+            for a, b in ((c, p), (p, c)):
+                load[a] = load.get(a, 0) + share
+                senders.setdefault(a, set()).add(b)
+    return max(load.values()), max(len(s) for s in senders.values())
+
+
+@pytest.mark.parametrize("n", range(2, 130))
+def test_double_binary_tree_formula_matches_nccls_trees(n):
+    # Build both trees, sum S/2 per edge each way (reduce up + broadcast down) per rank.
+    trees = (_nccl_tree_parents(n), _nccl_second_tree(n))
+    load, fan = _busiest(trees, 0.5)
+    c = collective_cost("all_reduce", "double_binary_tree", 1.0, n, LinkCost(bandwidth=1.0, latency=1.0))
+    assert c.bandwidth_time == pytest.approx(load)
+    assert c.rounds == 2 * max(_depth(t) for t in trees)
+    assert fan <= c.fan_in  # the model's fan-in is the bound "two parents and two children"
+
+
+@pytest.mark.parametrize("n", range(2, 130))
+def test_binary_tree_formula_matches_a_heap_tree(n):
+    tree = _heap_parents(n)
+    load, fan = _busiest([tree], 1.0)
+    c = collective_cost("all_reduce", "binary_tree", 1.0, n, LinkCost(bandwidth=1.0, latency=1.0))
+    assert c.bandwidth_time == pytest.approx(load) and c.fan_in == fan
+    assert c.rounds == 2 * _depth(tree)
