@@ -19,7 +19,7 @@ ranks = st.integers(min_value=1, max_value=4096)
 bandwidths = st.floats(min_value=1e6, max_value=1e13)
 latencies = st.floats(min_value=0, max_value=1e-3)
 links = st.builds(lambda b, a: LinkCost(bandwidth=b, latency=a), bandwidths, latencies)
-rel = dict(rel=1e-9, abs=1e-15)
+rel = {"rel": 1e-9, "abs": 1e-15}
 
 
 @st.composite

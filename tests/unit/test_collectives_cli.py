@@ -73,7 +73,7 @@ def test_two_levels_from_flags(cli):
     ],
 )
 def test_bad_input_is_one_clear_line(cli, argv, message):
-    code, out, err = cli("collective", *argv)
+    code, _, err = cli("collective", *argv)
     assert code == 2
     assert message in err and "Traceback" not in err
     assert err.count("\n") == 1

@@ -13,13 +13,13 @@ from willitscale.collectives.ops import Op
 from willitscale.errors import ConfigError
 
 __all__ = [
-    "Algorithm",
-    "parse_algorithm",
-    "NotApplicable",
-    "not_applicable_reason",
-    "applicable_algorithms",
     "NCCL_ALGORITHMS",
     "PREFERENCE",
+    "Algorithm",
+    "NotApplicable",
+    "applicable_algorithms",
+    "not_applicable_reason",
+    "parse_algorithm",
 ]
 
 

@@ -31,7 +31,7 @@ from willitscale.collectives.network import DEFAULT_LINK, Network
 from willitscale.collectives.ops import Op, parse_op
 from willitscale.errors import ConfigError
 
-__all__ = ["Choice", "fastest", "DEFAULT_TOLERANCE"]
+__all__ = ["DEFAULT_TOLERANCE", "Choice", "fastest"]
 
 #: two algorithms whose times differ by less than this fraction count as a tie
 DEFAULT_TOLERANCE = 0.01

@@ -28,7 +28,7 @@ from willitscale.collectives.ops import Op, parse_op
 from willitscale.collectives.two_level import two_level_terms
 from willitscale.errors import ConfigError
 
-__all__ = ["CollectiveCost", "collective_cost", "collective_costs", "JSON_DIGITS"]
+__all__ = ["JSON_DIGITS", "CollectiveCost", "collective_cost", "collective_costs"]
 
 #: significant digits kept in JSON output: the model is nowhere near 1e-12 accurate, and rounding
 #: keeps 2·7/8·1e9/1e11 printing as 0.0175 rather than 0.017499999999999998.
@@ -93,7 +93,7 @@ def _rounded(value, *, integer: bool = False):
     arr = np.asarray(value, dtype=float)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"non-finite value in a collective cost: {value!r}")
-    one = (lambda x: int(round(x))) if integer else (lambda x: float(f"{x:.{JSON_DIGITS}g}"))
+    one = (lambda x: round(x)) if integer else (lambda x: float(f"{x:.{JSON_DIGITS}g}"))
     if arr.ndim == 0:
         return one(float(arr))
     return [one(float(x)) for x in arr.ravel()] if arr.ndim == 1 else np.vectorize(one)(arr).tolist()
@@ -123,7 +123,7 @@ def _scalar_or_array(x, scalar: bool, integer: bool = False):
     if not scalar:
         return np.asarray(x, dtype=float)
     value = float(np.asarray(x))
-    return int(round(value)) if integer else value
+    return round(value) if integer else value
 
 
 def _network(network) -> Network:

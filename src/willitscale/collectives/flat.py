@@ -28,7 +28,7 @@ import numpy as np
 from willitscale.collectives.algorithms import Algorithm
 from willitscale.collectives.ops import Op
 
-__all__ = ["Terms", "flat_terms", "log2_floor", "log2_ceil"]
+__all__ = ["Terms", "flat_terms", "log2_ceil", "log2_floor"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from willitscale.collectives.ops import Op
 
-__all__ = ["busbw_factor", "algbw", "busbw", "nccl_tests_size"]
+__all__ = ["algbw", "busbw", "busbw_factor", "nccl_tests_size"]
 
 
 def busbw_factor(op: Op, n):

@@ -20,7 +20,7 @@ import numpy as np
 
 from willitscale.errors import ConfigError
 
-__all__ = ["LinkCost", "Hierarchy", "Network", "DEFAULT_LINK", "DEFAULT_INTRA_LATENCY"]
+__all__ = ["DEFAULT_INTRA_LATENCY", "DEFAULT_LINK", "Hierarchy", "LinkCost", "Network"]
 
 
 def _check(owner: str, name: str, value, *, positive: bool) -> None:

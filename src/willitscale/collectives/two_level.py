@@ -29,7 +29,7 @@ from willitscale.collectives.network import Hierarchy
 from willitscale.collectives.ops import Op
 from willitscale.errors import ConfigError
 
-__all__ = ["two_level_terms", "split_ranks"]
+__all__ = ["split_ranks", "two_level_terms"]
 
 
 def split_ranks(n, ranks_per_node: int):
