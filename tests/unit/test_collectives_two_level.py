@@ -102,3 +102,25 @@ def test_hierarchy_validates():
         Hierarchy(ranks_per_node=0, intra=link, inter=link)
     with pytest.raises(ConfigError, match="inter"):
         Hierarchy(ranks_per_node=8, intra=link, inter=1e9)
+
+
+def _node():
+    from willitscale.hardware.model import Gpu, Link, Node
+
+    gpu = Gpu(name="g", display_name="G", vendor="x", memory=80e9, memory_bandwidth=2e12, peak_flops={"bf16": 1e15})
+    nvlink = Link(name="nv", kind="nvlink", bandwidth=450e9, latency=1e-6, efficiency=0.8)
+    nic = Link(name="ib", kind="infiniband", bandwidth=50e9, latency=5e-6, efficiency=0.9)
+    return Node(name="box", gpu=gpu, gpus_per_node=8, intra_link=nvlink, nic=nic, nics=8), nvlink
+
+
+def test_hierarchy_from_a_catalog_node():
+    node, nvlink = _node()
+    net = Hierarchy.from_node(node)
+    # per GPU 450 GB/s x 0.8 achievable = 360 GB/s; per node 8 NICs x 50 GB/s x 0.9 = 360 GB/s
+    assert net.ranks_per_node == 8
+    assert net.intra.bandwidth == pytest.approx(360e9) and net.intra.latency == 1e-6
+    assert net.inter.bandwidth == pytest.approx(360e9) and net.inter.latency == 5e-6
+    raw = Hierarchy.from_node(node, derate=False)
+    assert raw.intra.bandwidth == 450e9 and raw.inter.bandwidth == 400e9  # 8 x 50 GB/s
+    link = LinkCost.from_link(nvlink)
+    assert link.bandwidth == pytest.approx(360e9) and "0.8 achievable" in link.name

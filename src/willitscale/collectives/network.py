@@ -43,6 +43,14 @@ class LinkCost:
         _check("LinkCost", "bandwidth", self.bandwidth, positive=True)
         _check("LinkCost", "latency", self.latency, positive=False)
 
+    @classmethod
+    def from_link(cls, link, *, derate: bool = True) -> LinkCost:
+        """From a catalog :class:`~willitscale.hardware.model.Link`: its one-direction bandwidth
+        (times its achievable ``efficiency`` unless ``derate=False``) and its latency."""
+        bandwidth = link.bandwidth * (link.efficiency if derate else 1.0)
+        how = f"x {link.efficiency:g} achievable" if derate and link.efficiency != 1 else "advertised"
+        return cls(bandwidth=bandwidth, latency=link.latency, name=f"{link.name} ({how})")
+
     def describe(self) -> str:
         """``"50 GB/s one direction, 5 us per hop"`` (plus the name when it has one)."""
         from willitscale.units import format_bandwidth, format_time
@@ -75,6 +83,23 @@ class Hierarchy:
         for level in ("intra", "inter"):
             if not isinstance(getattr(self, level), LinkCost):
                 raise ConfigError(f"Hierarchy.{level}", getattr(self, level), "a LinkCost")
+
+    @classmethod
+    def from_node(cls, node, *, derate: bool = True) -> Hierarchy:
+        """From a catalog :class:`~willitscale.hardware.model.Node`: ``gpus_per_node`` ranks; each
+        GPU's intra-node link (its usable bandwidth when the node knows it); all ``nics`` NIC ports
+        together across nodes. Bandwidths times each link's ``efficiency`` unless ``derate=False``."""
+        intra_link, nic = node.intra_link, node.nic
+        intra_bw = getattr(node, "usable_intra_bandwidth", intra_link.bandwidth)
+        intra_bw *= intra_link.efficiency if derate else 1.0
+        inter_bw = node.nics * nic.bandwidth * (nic.efficiency if derate else 1.0)
+        how = "achievable" if derate else "advertised"
+        return cls(
+            ranks_per_node=node.gpus_per_node,
+            intra=LinkCost(bandwidth=intra_bw, latency=intra_link.latency, name=f"{intra_link.name} per GPU ({how})"),
+            inter=LinkCost(bandwidth=inter_bw, latency=nic.latency, name=f"{node.nics} x {nic.name} per node ({how})"),
+            name=node.name,
+        )
 
     def describe(self) -> str:
         from willitscale.units import format_bandwidth, format_time
