@@ -86,6 +86,16 @@ _EXPORTS: dict[str, str] = {
     # collectives
     "Op": "willitscale.collectives",
     "busbw_factor": "willitscale.collectives",
+    "nccl_tests_size": "willitscale.collectives",
+    "Algorithm": "willitscale.collectives",
+    "LinkCost": "willitscale.collectives",
+    "Hierarchy": "willitscale.collectives",
+    "CollectiveCost": "willitscale.collectives",
+    "collective_cost": "willitscale.collectives",
+    "collective_costs": "willitscale.collectives",
+    "fastest": "willitscale.collectives",
+    "Choice": "willitscale.collectives",
+    "NotApplicable": "willitscale.collectives",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
