@@ -62,3 +62,24 @@ def test_one_size_is_all_bandwidth():
 def test_latency_bound_points_cannot_give_a_bandwidth():
     with pytest.raises(BenchmarkError, match="latency-bound"):
         fit_flat(Op.ALL_REDUCE, [1, 2, 4], [2, 2, 2], [1e-3, 1e-3, 1e-3])
+
+
+@pytest.mark.parametrize("device, expected", [
+    ("NVIDIA A100-SXM4-80GB", "a100-80gb-sxm"),   # torch.cuda.get_device_name on an A100 SXM 80GB
+    ("NVIDIA A100-PCIE-40GB", "a100-40gb-pcie"),
+    ("NVIDIA H100 PCIe", "h100-pcie"),
+    ("NVIDIA H100 80GB HBM3", None),                # SXM or PCIe? not guessed: use --gpu
+    ("NVIDIA GeForce RTX 4090", None),              # not in the catalog
+    ("cpu", None),
+])
+def test_catalog_gpu_from_torch_device_names(device, expected):
+    from willitscale.calibrate.compute import catalog_gpu_for
+
+    gpu = catalog_gpu_for(device)
+    assert (gpu.name if gpu else None) == expected
+
+
+def test_named_gpu_wins():
+    from willitscale.calibrate.compute import catalog_gpu_for
+
+    assert catalog_gpu_for("NVIDIA H100 80GB HBM3", "h100-sxm").name == "h100-sxm"

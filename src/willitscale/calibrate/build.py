@@ -14,13 +14,13 @@ from willitscale.hardware.calibration import Calibration
 __all__ = ["calibrate"]
 
 
-def calibrate(runs: Sequence[MeasuredRun], *, created: str, op: str | None = None
-              ) -> tuple[Calibration, list[str]]:
+def calibrate(runs: Sequence[MeasuredRun], *, created: str, op: str | None = None,
+              gpu: str | None = None) -> tuple[Calibration, list[str]]:
     """Fit every link level and compute entry ``runs`` measured."""
     if not runs:
         raise ConfigError("runs", [], "at least one stored run")
     links, link_notes = link_calibrations(runs, op=op)
-    compute, compute_notes = compute_calibrations(runs)
+    compute, compute_notes = compute_calibrations(runs, gpu=gpu)
     if not links and not compute:
         raise ConfigError("runs", [r.id for r in runs],
                           "runs with something to fit: collective sweeps, matmul or train runs "

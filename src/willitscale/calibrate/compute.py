@@ -1,6 +1,7 @@
 """Compute figures from matmul and training runs.
 
-* **peak**: the catalog's dense peak when the device is a known GPU; otherwise (a CPU, an
+* **peak**: the catalog's dense peak when the device is a known GPU (matched by name, or named
+  with ``--gpu``); otherwise (a CPU, an
   unknown accelerator) the best matmul rate measured, which is what "peak" can mean there.
   Without either, the training rate itself (efficiency 1).
 * **achieved**: executed FLOPs of one rank's training step (``workload.training_flops``, the
@@ -13,6 +14,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Sequence
 
@@ -31,19 +33,46 @@ def train_executed_flops_per_rank(row) -> float:
     return float(flops.hardware_per_token) * row.seq_len * row.batch_per_rank
 
 
-def _catalog_peak(device: str, dtype: str) -> float | None:
-    """The catalog's dense peak for a GPU as torch names it, when the catalog knows it."""
+def _tokens(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def _model_tokens(tokens: set[str]) -> set[str]:
+    """Tokens naming a GPU model (a100, h100, mi300x): letters and digits, not a memory size."""
+    return {t for t in tokens if re.search(r"[a-z]", t) and re.search(r"\d", t)
+            and not t.endswith("gb")}
+
+
+def catalog_gpu_for(device: str, wanted: str | None = None):
+    """The catalog GPU of a device as torch names it (``"NVIDIA A100-SXM4-80GB"``), or None.
+
+    ``wanted`` names it outright. Otherwise the catalog entry sharing the most words with the
+    device name, among those with its model word (a100, h100, ...); a tie is None: torch's
+    ``"NVIDIA H100 80GB HBM3"`` could be the SXM or the PCIe card, and we do not guess.
+    """
+    from willitscale.hardware.catalog import get_gpu, list_gpus
+
+    if wanted:
+        return get_gpu(wanted)
     if device == "cpu":
         return None
-    try:
-        from willitscale.hardware.catalog import gpu_for_device_name  # type: ignore[attr-defined]
-    except ImportError:
+    tokens = _tokens(device)
+    models = _model_tokens(tokens)
+    scored = []
+    for gpu in list_gpus():
+        theirs = _tokens(gpu.display_name) | _tokens(gpu.name.replace("-", " "))
+        if models & theirs:
+            scored.append((len(tokens & theirs), gpu))
+    if not scored:
         return None
-    gpu = gpu_for_device_name(device)
-    return gpu.peak_flops.get(dtype) if gpu is not None else None
+    best = max(score for score, _ in scored)
+    top = [gpu for score, gpu in scored if score == best]
+    return top[0] if len(top) == 1 else None
 
 
-def compute_calibrations(runs: Sequence[MeasuredRun]) -> tuple[list[ComputeCalibration], list[str]]:
+def compute_calibrations(runs: Sequence[MeasuredRun], *, gpu: str | None = None
+                         ) -> tuple[list[ComputeCalibration], list[str]]:
+    """Compute entries per (device, dtype); ``gpu`` names the catalog GPU of the devices."""
     notes: list[str] = []
     best: dict[tuple[str, str], tuple[float, int]] = {}
     for run in runs:
@@ -67,7 +96,11 @@ def compute_calibrations(runs: Sequence[MeasuredRun]) -> tuple[list[ComputeCalib
         measured = train.get(key, [])
         achieved = statistics.median(m[0] for m in measured) if measured else None
         per_param = statistics.median(m[1] for m in measured) if measured else None
-        peak, source = _catalog_peak(device, dtype), "catalog"
+        catalog = catalog_gpu_for(device, gpu)
+        peak = catalog.peak_flops.get(dtype) if catalog is not None else None
+        source = f"catalog: {catalog.name} dense {dtype}" if peak is not None else ""
+        if device != "cpu" and catalog is None:
+            notes.append(f"{device}: no catalog GPU matches its name; name it with --gpu")
         runs_used = sorted({m[3] for m in measured})
         if peak is None and key in best:
             peak, source = best[key][0], f"best matmul rate measured (run {best[key][1]})"

@@ -24,6 +24,8 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--output", default=None,
                    help="calibration file to write (default: in $WILLITSCALE_HOME/calibrations/)")
     p.add_argument("--op", default=None, help="collective to fit the links to (default all_reduce)")
+    p.add_argument("--gpu", default=None,
+                   help="the catalog GPU the devices are (e.g. h100-sxm), for their peak FLOP/s")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run)
 
@@ -78,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     with Store() as store:
         ids = args.run_ids or [store.latest_run_id()]
         runs = [measured_run(store.run(i)) for i in ids]
-        cal, notes = calibrate(runs, created=created, op=args.op)
+        cal, notes = calibrate(runs, created=created, op=args.op, gpu=args.gpu)
         path = Path(args.output) if args.output else _default_path(created)
         text = cal.to_toml()
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from willitscale.errors import WillItScaleError
 
 # The order here is the order of ``willitscale --help``.
-COMMAND_MODULES: tuple[str, ...] = ("model", "bench", "results", "emulate", "calibrate", "validate")
+COMMAND_MODULES: tuple[str, ...] = (
+    "hardware", "model", "collective", "bench", "results", "emulate", "calibrate", "validate",
+)
 
 DEBUG_ENV = "WILLITSCALE_DEBUG"
 
