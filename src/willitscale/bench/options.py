@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from willitscale.collectives.ops import Op, parse_op
 from willitscale.errors import ConfigError
 from willitscale.units import parse_size
 
@@ -86,6 +85,8 @@ class CollectiveOptions(_Options):
     backend: str = "auto"
 
     def __post_init__(self) -> None:
+        from willitscale.collectives.ops import parse_op  # the package imports numpy: not at --help
+
         object.__setattr__(self, "ops", tuple(parse_op(o, field="ops").value for o in self.ops))
         object.__setattr__(self, "dtype", parse_dtype(self.dtype))
         for name, choices in (("redop", REDOPS), ("mode", MODES),
@@ -103,7 +104,9 @@ class CollectiveOptions(_Options):
         sweep_sizes(self.min_bytes, self.max_bytes, factor=self.factor, step_bytes=self.step_bytes)
 
     @property
-    def op_list(self) -> list[Op]:
+    def op_list(self) -> list:
+        from willitscale.collectives.ops import Op
+
         return [Op(o) for o in self.ops]
 
     @property
@@ -184,13 +187,23 @@ def _shape(text: str) -> tuple[int, int, int]:
     return (dims[0], dims[1], dims[2])
 
 
+class _Defaults:
+    """An option dataclass's field defaults, without constructing (and validating) one."""
+
+    def __init__(self, cls):
+        self._values = {f.name: f.default for f in fields(cls)}
+
+    def __getattr__(self, name: str):
+        return self._values[name]
+
+
 def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=BACKENDS, default="auto",
                    help="torch.distributed backend (auto: nccl with CUDA, else gloo)")
 
 
 def add_collective_args(p: argparse.ArgumentParser) -> None:
-    d = CollectiveOptions()
+    d = _Defaults(CollectiveOptions)
     p.add_argument("--ops", default="all_reduce",
                    help="comma-separated: all_reduce, all_gather, reduce_scatter, broadcast, "
                         "reduce, all_to_all, send_recv, or 'all' (default all_reduce)")
@@ -215,15 +228,15 @@ def add_collective_args(p: argparse.ArgumentParser) -> None:
 def add_matmul_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sizes", default="256,512,1024,2048", help="comma-separated N or MxNxK")
     p.add_argument("--dtypes", default="float32", help="comma-separated dtypes")
-    p.add_argument("-w", "--warmup", type=int, default=MatmulOptions().warmup)
-    p.add_argument("-n", "--iters", type=int, default=MatmulOptions().iters)
+    p.add_argument("-w", "--warmup", type=int, default=_Defaults(MatmulOptions).warmup)
+    p.add_argument("-n", "--iters", type=int, default=_Defaults(MatmulOptions).iters)
     add_common_args(p)
 
 
 def add_train_args(p: argparse.ArgumentParser) -> None:
     from willitscale.bench.models import BENCH_MODEL_NAMES
 
-    d = TrainOptions()
+    d = _Defaults(TrainOptions)
     p.add_argument("--model", default=d.model, help="one of " + ", ".join(BENCH_MODEL_NAMES))
     p.add_argument("--seq-len", type=int, default=d.seq_len)
     p.add_argument("--batch", type=int, default=d.batch, help="sequences per rank per step")
@@ -238,6 +251,8 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
 def options_from_args(kind: str, args: argparse.Namespace):
     """The validated options of benchmark ``kind`` from parsed flags."""
     if kind == "collectives":
+        from willitscale.collectives.ops import Op
+
         ops = [o.value for o in Op] if args.ops.strip().lower() == "all" else _csv(args.ops)
         step = _size(args.step_bytes, "step_bytes") if args.step_bytes else None
         factor = args.factor if args.factor is not None else (None if step else 2.0)
