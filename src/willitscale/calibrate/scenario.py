@@ -2,7 +2,8 @@
 
 The cluster is described by what was measured, not by a catalog entry: the device computes
 at the calibrated peak (the catalog's for a known GPU, the best matmul rate for a CPU) with
-the calibrated efficiency; its memory bandwidth is the one that makes the estimate's
+the calibrated efficiency (the estimate reads both, and the optimizer time per parameter, from
+the calibration it is given); its memory bandwidth is the one that makes the estimate's
 optimizer model (``OPTIMIZER_BYTES_PER_PARAM`` bytes per parameter) take the measured
 optimizer time; the links carry the fitted bandwidth and latency with efficiency 1 (the fit
 already is what the application gets). The plan is the run's: plain DDP over every rank, its
@@ -22,12 +23,11 @@ HOST_MEMORY_BYTES = 2.0**40  #: the memory report is not validated; any large fi
 def _estimate_api():
     try:
         from willitscale.plan import estimate as estimate_module
-        from willitscale.plan.efficiency import Efficiency
         from willitscale.plan.plan import Plan
         from willitscale.plan.scenario import DdpOptions, Scenario
     except ImportError:
         return None
-    return estimate_module, Efficiency, Plan, DdpOptions, Scenario
+    return estimate_module, Plan, DdpOptions, Scenario
 
 
 def _links(run: MeasuredRun, cal: Calibration):
@@ -53,7 +53,7 @@ def scenario_for(row, run: MeasuredRun, cal: Calibration):
     if api is None:
         return None, ("the training-step prediction needs the estimate (willitscale.plan), which "
                       "this build does not include yet")
-    estimate_module, Efficiency, Plan, DdpOptions, Scenario = api
+    estimate_module, Plan, DdpOptions, Scenario = api
     from willitscale.bench.models import bench_model
     from willitscale.hardware.model import Cluster, Gpu, Node
 
@@ -74,9 +74,10 @@ def scenario_for(row, run: MeasuredRun, cal: Calibration):
                 intra_link=links[0], nic=links[1], nics=1)
     cluster = Cluster(node=node, nodes=run.nodes, name="calibrated")
     plan = Plan(dp=run.ranks, micro_batch=row.batch_per_rank)
+    # the compute efficiency, optimizer time and link figures are the calibration's, read by
+    # the estimate itself: validate predicts what `willitscale estimate --calibration` would
     scenario = Scenario(
         cluster=cluster, plan=plan, seq_len=row.seq_len, model=bench_model(row.model), dtype=dtype,
-        efficiency=Efficiency(kind="hfu", value=min(1.0, compute.efficiency), source="calibration"),
         ddp=DdpOptions(bucket_cap=row.bucket_bytes, grad_reduce_dtype="fp32"), calibration=cal,
         name=f"run {run.id}")
     return scenario, None

@@ -113,7 +113,8 @@ def _compare_collectives(run: MeasuredRun, cal: Calibration):
             measured=row.time, predicted=_collective_time(row, run, links),
             in_sample=bool(fitted),
             details={"op": row.op.value, "size_bytes": row.size_bytes, "ranks": row.ranks,
-                     "nodes": run.nodes}))
+                     "nodes": run.nodes,
+                     "fitted": ", ".join(f"{link.level} link" for link in fitted) or None}))
     return out
 
 
@@ -130,7 +131,10 @@ def _compare_train(run: MeasuredRun, cal: Calibration):
             point=f"{row.model} step, {run.nodes} node(s) x {run.ranks_per_node} rank(s)",
             measured=row.step, predicted=predicted, in_sample=run.id in cal.runs,
             details={"model": row.model, "nodes": run.nodes, "ranks_per_node": run.ranks_per_node,
-                     "batch_per_rank": row.batch_per_rank, "seq_len": row.seq_len}))
+                     "batch_per_rank": row.batch_per_rank, "seq_len": row.seq_len,
+                     # its forward/backward times set the compute efficiency; its communication
+                     # is predicted from the collective fits either way
+                     "fitted": "compute" if run.id in cal.runs else None}))
     return out
 
 
