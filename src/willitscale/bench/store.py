@@ -26,7 +26,7 @@ from typing import Any
 
 from willitscale.errors import ConfigError
 
-__all__ = ["Store", "RunInfo", "StoredRun", "StoredCalibration", "store_path", "now_iso"]
+__all__ = ["Store", "ResultsStore", "RunInfo", "StoredRun", "StoredCalibration", "store_path", "now_iso"]
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 120_000
@@ -287,3 +287,7 @@ class Store:
 
     def integrity_ok(self) -> bool:
         return self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+#: The public name (``willitscale.ResultsStore``).
+ResultsStore = Store
