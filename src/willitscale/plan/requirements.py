@@ -37,9 +37,11 @@ question with the full model (buckets, latencies, NCCL's algorithm choice) by bi
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-__all__ = ["required_node_bandwidth", "article_001_rule", "allreduce_node_bytes"]
+__all__ = ["required_node_bandwidth", "article_001_rule", "allreduce_node_bytes", "least_link_bandwidth"]
 
 
 def allreduce_node_bytes(grad_bytes, nodes):
@@ -66,3 +68,56 @@ def required_node_bandwidth(*, nodes, gpus_per_node, tokens_per_step, grad_bytes
 def article_001_rule(nodes, params):
     """seeds/001's "IB >= N x P GB/s" (P in billions), in bytes/s, for comparison only."""
     return np.asarray(nodes, dtype=float) * np.asarray(params, dtype=float) / 1e9 * 1e9
+
+
+# -- the full model, by bisection -------------------------------------------------------------
+
+def _with_link_factor(scenario, factor: float):
+    """``scenario`` with its limiting link ``factor`` times faster (NICs across nodes, else NVLink)."""
+    from dataclasses import replace
+
+    node = scenario.cluster.node
+    if scenario.cluster.nodes > 1:
+        node = replace(node, nic=replace(node.nic, bandwidth=node.nic.bandwidth * factor))
+    else:
+        node = replace(node, intra_link=replace(node.intra_link, bandwidth=node.intra_link.bandwidth * factor))
+    return replace(scenario, cluster=replace(scenario.cluster, node=node))
+
+
+def least_link_bandwidth(scenario, *, max_exposed_share: float = 0.05, limit: float = 1e4):
+    """``(bandwidth, estimate)``: the least line rate of the limiting link (per node across nodes,
+    per GPU inside one, one direction, before efficiency) at which exposed communication is at
+    most ``max_exposed_share`` of the step, with the estimate there.
+
+    Exposed communication never grows with bandwidth (a property test checks it), so geometric
+    bisection on a factor in ``[1/limit, limit]`` converges. ``(None, estimate at limit)`` when even
+    ``limit`` x the bandwidth is not enough (the last bucket's latency, or a measured all-reduce).
+    """
+    from willitscale.errors import ConfigError
+    from willitscale.plan.estimate import estimate
+
+    if not 0 < max_exposed_share < 1:
+        raise ConfigError("max_exposed_share", max_exposed_share, "a fraction in (0, 1)")
+
+    def ok(factor: float):
+        est = estimate(_with_link_factor(scenario, factor))
+        return est.exposed_comms <= max_exposed_share * est.step_time, est
+
+    node = scenario.cluster.node
+    base = node.nic.bandwidth * node.nics if scenario.cluster.nodes > 1 else node.intra_link.bandwidth
+    good, est_hi = ok(limit)
+    if not good:
+        return None, est_hi
+    lo, hi, best = 1.0 / limit, limit, est_hi
+    if ok(lo)[0]:
+        return base * lo, ok(lo)[1]
+    for _ in range(80):
+        mid = math.sqrt(lo * hi)
+        fine, est = ok(mid)
+        if fine:
+            hi, best = mid, est
+        else:
+            lo = mid
+        if hi / lo < 1.001:
+            break
+    return base * hi, best
