@@ -34,7 +34,7 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="everything as JSON (unit-named keys)")
     p.add_argument("--trace", metavar="FILE", help="write the step's timeline as Chrome/Perfetto "
                                                    "trace JSON (open at https://ui.perfetto.dev)")
-    p.add_argument("--width", type=int, default=72, help="timeline width in characters")
+    p.add_argument("--width", type=int, default=64, help="timeline width in characters")
     p.set_defaults(run=run)
 
 

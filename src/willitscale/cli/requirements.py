@@ -41,7 +41,7 @@ def requirement_row(scenario, *, max_exposed_share: float) -> dict:
         traffic = float(allreduce_node_bytes(grad, cluster.nodes))
     else:
         g = node.gpus_per_node
-        link, eff, now = "intra-node, per GPU", node.intra_link.efficiency, node.intra_link.bandwidth
+        link, eff, now = "intra-node, per GPU", node.intra_link.efficiency, node.usable_intra_bandwidth
         traffic = 2 * (g - 1) / g * grad
     closed_compute = traffic / (est.compute * eff)
     closed_backward = traffic / (backward_share * est.compute * eff)

@@ -21,19 +21,38 @@ def register(subparsers) -> None:
     p.set_defaults(run=run)
 
 
-def print_scaling(rows, *, title: str = "Scaling", file=None) -> None:
-    """The handbook's table "nodes | comms | compute | comms is a bottleneck", extended."""
-    from willitscale.cli.output import print_table
+def _short(x: float) -> str:
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if x >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return f"{x:.3g}"
 
-    table = [(r.nodes, r.gpus, r.global_batch, f"{r.comms:.3f}", f"{r.compute:.3f}",
-              f"{r.exposed_comms:.3f}", f"{r.step_time:.3f}", "yes" if r.comms_is_bottleneck else "no",
-              f"{r.tokens_per_s:,.0f}", f"{r.mfu:.3f}", f"{r.speedup:.2f}x", f"{100 * r.efficiency:.0f}%")
-             for r in rows]
-    print_table(title, ["nodes", "GPUs", "global batch", "comms", "compute", "exposed", "step",
-                        "comms is a bottleneck", "tokens/s", "MFU", "speedup", "scaling eff."],
-                table, units=["", "", "samples", "s", "s", "s", "s", "", "", "", "", ""], file=file,
-                caption="speedup and efficiency in tokens/s against the first row; "
-                        "'comms is a bottleneck': the network is busier than compute")
+
+def print_scaling(rows, *, title: str = "Scaling", file=None) -> None:
+    """The handbook's table "nodes | comms | compute | comms is a bottleneck", extended.
+
+    A compact rich table (no vertical rules) so twelve columns fit an 80-column terminal.
+    """
+    from rich import box
+    from rich.table import Table
+
+    from willitscale.cli.output import console
+
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  padding=0, caption_justify="left",
+                  caption="limit: 'comms' when the network is busier than compute (the handbook's "
+                          "'comms is a bottleneck'); speedup and eff.: tokens/s against the first "
+                          "row; batch in samples")
+    for name, unit in (("nodes", ""), ("GPUs", ""), ("batch", ""), ("comms", "s"), ("compute", "s"),
+                       ("exposed", "s"), ("step", "s"), ("limit", ""), ("tok/s", ""), ("MFU", ""),
+                       ("speedup", ""), ("eff.", "")):
+        table.add_column(f"{name}\n[dim]{unit}[/dim]" if unit else name, justify="right")
+    for r in rows:
+        table.add_row(str(r.nodes), str(r.gpus), str(r.global_batch), f"{r.comms:.3f}", f"{r.compute:.3f}",
+                      f"{r.exposed_comms:.3f}", f"{r.step_time:.3f}",
+                      "comms" if r.comms_is_bottleneck else "compute", _short(r.tokens_per_s),
+                      f"{r.mfu:.2f}", f"{r.speedup:.2f}x", f"{100 * r.efficiency:.0f}%")
+    console(file).print(table)
 
 
 def run(args: argparse.Namespace) -> int:

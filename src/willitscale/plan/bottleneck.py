@@ -52,9 +52,10 @@ def _network_fixes(scenario, allreduce, bucket_bytes, compute: float, comms: flo
     if factor is None:
         fixes.append("more bandwidth alone cannot hide it: the all-reduces are latency-bound")
     else:
-        now = allreduce.limiting_bandwidth
+        now = allreduce.limiting_line_rate
         fixes.append(f"{allreduce.limiting_name} bandwidth >= {format_bandwidth(now * factor, bits=True)}"
-                     f" (now {format_bandwidth(now, bits=True)}): communication then fits in compute")
+                     f" line rate (now {format_bandwidth(now, bits=True)}): the all-reduce then "
+                     "fits in compute")
     plan = scenario.plan
     need = math.ceil(plan.grad_accum * comms / compute) if compute > 0 else 0
     if need > plan.grad_accum:
@@ -79,8 +80,8 @@ def find_bottleneck(*, scenario, work, allreduce, bucket_bytes, compute: float, 
         resource = "compute"  # ties go to compute: nothing waits for anyone
     link = allreduce.limiting_description
     if resource == network:
-        reason = (f"the {network} is busy {format_time(comms)} per step for the gradient "
-                  f"all-reduce ({format_size(float(np.sum(bucket_bytes)))} over {link}), longer than "
+        reason = (f"the {network} is busy {format_time(comms)} per step all-reducing "
+                  f"{format_size(float(np.sum(bucket_bytes)))} of gradients ({link}), longer than "
                   f"the {format_time(compute)} of compute; {format_time(exposed)} of it is exposed")
         fixes = _network_fixes(scenario, allreduce, bucket_bytes, compute, comms)
     elif resource == "storage":

@@ -4,7 +4,8 @@ DDP issues one all-reduce per gradient bucket over the data-parallel group: ever
 cluster. Its ranks are placed node by node, so the group crosses:
 
 * inside a node, each GPU's NVLink/NVSwitch (or PCIe) port: per-GPU one-direction bandwidth
-  ``intra_link.bandwidth x efficiency``;
+  ``usable_intra_bandwidth x efficiency`` (on a fully meshed board only the links to the GPUs
+  in use count: 2 GPUs of a 4-GPU HGX A100 share 4 of their 12 NVLinks, 100 GB/s);
 * across nodes, the node's NICs, **shared by its GPUs**: ``nics x nic.bandwidth x efficiency``
   per node.
 
@@ -45,6 +46,8 @@ class GradientAllReduce:
     inter_latency: float
     intra_name: str
     inter_name: str
+    intra_line_rate: float = 0.0  #: bytes/s per GPU before efficiency
+    inter_line_rate: float = 0.0  #: bytes/s per node before efficiency
     measured_time: float | None = None
     measured_bytes: float | None = None
     factor: float = 1.0  #: multiplier on the limiting link's bandwidth (fix search)
@@ -69,9 +72,14 @@ class GradientAllReduce:
     @property
     def limiting_description(self) -> str:
         if self.spans_nodes:
-            return (f"{self.inter_name} per node, {format_bandwidth(self.inter_bandwidth * self.factor)} "
-                    f"effective, shared by its {self.gpus_per_node} GPUs")
-        return f"{self.intra_name}, {format_bandwidth(self.intra_bandwidth * self.factor)} effective per GPU"
+            return (f"{format_bandwidth(self.inter_bandwidth * self.factor)} effective per node, "
+                    f"shared by its {self.gpus_per_node} GPUs")
+        return f"{format_bandwidth(self.intra_bandwidth * self.factor)} effective per GPU"
+
+    @property
+    def limiting_line_rate(self) -> float:
+        """Line rate (before efficiency) of the limiting link: per node, or per GPU on one node."""
+        return (self.inter_line_rate if self.spans_nodes else self.intra_line_rate) * self.factor
 
     def scaled(self, factor: float) -> GradientAllReduce:
         """The same with the limiting link ``factor`` times faster."""
@@ -127,7 +135,8 @@ class GradientAllReduce:
         return f"alpha-beta model of ring and double binary tree over {where}"
 
     def report(self, *, calls: int, time: float, exposed: float, total_bytes: float) -> CommReport:
-        links = (self.intra_name,) + ((self.inter_name,) if self.spans_nodes else ())
+        links = ((self.intra_name,) if self.gpus_per_node > 1 else ()) + (
+            (self.inter_name,) if self.spans_nodes else ())
         algorithm, why = self.algorithm, self.why
         if self.measured_time is None and self.ranks > 1 and total_bytes > 0:
             choice = self.choice(float(total_bytes) / max(calls, 1))
@@ -147,13 +156,26 @@ def gradient_allreduce(scenario: Scenario, gradient_bytes: float) -> GradientAll
     intra, nic = node.intra_link, node.nic
     return GradientAllReduce(
         ranks=scenario.plan.dp, nodes=scenario.cluster.nodes, gpus_per_node=node.gpus_per_node,
-        intra_bandwidth=intra.effective_bandwidth, intra_latency=intra.latency,
+        intra_bandwidth=node.usable_intra_bandwidth * intra.efficiency, intra_latency=intra.latency,
         inter_bandwidth=node.inter_node_bandwidth * nic.efficiency, inter_latency=nic.latency,
-        intra_name=_link_name(intra),
+        intra_name=_intra_name(node), intra_line_rate=node.usable_intra_bandwidth,
+        inter_line_rate=node.inter_node_bandwidth,
         inter_name=f"{node.nics} x {_link_name(nic)}" if node.nics > 1 else _link_name(nic),
         measured_time=measured.allreduce_time,
         measured_bytes=measured.allreduce_size or (gradient_bytes if measured.allreduce_time else None),
     )
+
+
+def _intra_name(node) -> str:
+    if node.gpus_per_node == 1:
+        return "no intra-node peer (1 GPU per node)"
+    usable = node.usable_intra_bandwidth
+    if usable >= node.intra_link.bandwidth:
+        return _link_name(node.intra_link)
+    label = node.intra_link.display_name or node.intra_link.name
+    return (f"{label} ({format_bandwidth(usable)} one direction: the links to the "
+            f"{node.gpus_per_node - 1} other GPU(s) in use of a {node.board_gpus}-GPU "
+            f"{node.intra_topology})")
 
 
 def _link_name(link) -> str:

@@ -41,7 +41,10 @@ import math
 
 import numpy as np
 
-__all__ = ["required_node_bandwidth", "article_001_rule", "allreduce_node_bytes", "least_link_bandwidth"]
+__all__ = [
+    "required_node_bandwidth", "article_001_rule", "allreduce_node_bytes", "least_link_bandwidth",
+    "scaled_link",
+]
 
 
 def allreduce_node_bytes(grad_bytes, nodes):
@@ -67,10 +70,19 @@ def required_node_bandwidth(*, nodes, gpus_per_node, tokens_per_step, grad_bytes
 
 def article_001_rule(nodes, params):
     """seeds/001's "IB >= N x P GB/s" (P in billions), in bytes/s, for comparison only."""
-    return np.asarray(nodes, dtype=float) * np.asarray(params, dtype=float) / 1e9 * 1e9
+    gb_per_s = np.asarray(nodes, dtype=float) * np.asarray(params, dtype=float) / 1e9  # P in billions
+    return gb_per_s * 1e9
 
 
 # -- the full model, by bisection -------------------------------------------------------------
+
+def scaled_link(link, factor: float):
+    """``link`` with ``factor`` times its bandwidth (lane rate scaled too, so it stays consistent)."""
+    from dataclasses import replace
+
+    lane_rate = None if link.lane_rate is None else link.lane_rate * factor
+    return replace(link, bandwidth=link.bandwidth * factor, lane_rate=lane_rate)
+
 
 def _with_link_factor(scenario, factor: float):
     """``scenario`` with its limiting link ``factor`` times faster (NICs across nodes, else NVLink)."""
@@ -78,9 +90,9 @@ def _with_link_factor(scenario, factor: float):
 
     node = scenario.cluster.node
     if scenario.cluster.nodes > 1:
-        node = replace(node, nic=replace(node.nic, bandwidth=node.nic.bandwidth * factor))
+        node = replace(node, nic=scaled_link(node.nic, factor))
     else:
-        node = replace(node, intra_link=replace(node.intra_link, bandwidth=node.intra_link.bandwidth * factor))
+        node = replace(node, intra_link=scaled_link(node.intra_link, factor))
     return replace(scenario, cluster=replace(scenario.cluster, node=node))
 
 
@@ -104,7 +116,7 @@ def least_link_bandwidth(scenario, *, max_exposed_share: float = 0.05, limit: fl
         return est.exposed_comms <= max_exposed_share * est.step_time, est
 
     node = scenario.cluster.node
-    base = node.nic.bandwidth * node.nics if scenario.cluster.nodes > 1 else node.intra_link.bandwidth
+    base = node.inter_node_bandwidth if scenario.cluster.nodes > 1 else node.usable_intra_bandwidth
     good, est_hi = ok(limit)
     if not good:
         return None, est_hi

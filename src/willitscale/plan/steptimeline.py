@@ -4,8 +4,8 @@ Lanes as in the handbook's diagrams (seeds/000): data loading, compute (forward,
 optimizer), communication (one span per DDP bucket all-reduce), and the idle time compute
 waits for the last all-reduce. The overlap slowdown is drawn at the end of the last backward
 (it stretches the compute that ran beside NCCL kernels); bucket all-reduces still running then
-are pushed back by the same amount, so the exposed all-reduce ends exactly at the idle span's
-end.
+launched during it are pushed back in proportion to how far backward had run (all of it for
+those launched after it), so the exposed all-reduce ends exactly at the idle span's end.
 """
 
 from __future__ import annotations
@@ -53,8 +53,12 @@ def build_timeline(*, micro_forward: float, micro_backward: float, micro_steps: 
     spans += _compute_spans(micro_forward, micro_backward, micro_steps, data, slowdown)
     start = np.asarray(comm_start, dtype=float) + data
     end = np.asarray(comm_end, dtype=float) + data
-    late = end > compute_end  # still running when backward (unstretched) ends: pushed back
-    start, end = start + slowdown * late, end + slowdown * late
+    # The slowdown stretches the last backward evenly, so a bucket launched at a fraction f of it
+    # launches f x slowdown later; buckets launched after it ends, the whole slowdown later.
+    backward_start = compute_end - micro_backward
+    progress = np.clip((start - backward_start) / micro_backward, 0.0, 1.0) if micro_backward > 0 \
+        else np.ones_like(start)
+    start, end = start + slowdown * progress, end + slowdown * progress
     for i, (s, e, size) in enumerate(zip(start, end, bucket_bytes)):
         spans.append(Span(lane="comms", kind="comm", name=f"all_reduce bucket {i}", start=float(s),
                           end=float(e), args={"size_bytes": float(size), "link": link}))

@@ -136,8 +136,8 @@ def render_timeline(timeline: Timeline, *, width: int = 72, lanes: Iterable[str]
             hi = max(lo + 1, min(width, int(end * scale + 0.5)))
             _draw(row, lo, hi, kind)
         lines.append(f"{lane:<8}{''.join(row).rstrip()}")
-    axis = "-" * (width - 1) + ">"
-    lines.append(f"{'':<8}{axis} time")
+    axis = "-" * (width - 6) + "> time"
+    lines.append(f"{'':<8}{axis}")
     from willitscale.units import format_time
 
     left, right = "0", format_time(total)
