@@ -20,6 +20,20 @@ DEFAULT_SETTINGS = {
     "micro_batch": 2, "seq_len": 2048, "hfu": 0.5, "recompute": "full",
 }
 DEFAULT_NODES = (1, 2, 4, 8)
+NEXT_STEPS = (
+    ("willitscale estimate examples/handbook-2b-4nodes.toml --inter-node 400Gbps",
+     "the same job with twice the inter-node bandwidth"),
+    ("willitscale estimate --model gpt2-xl --preset dgx-a100 --nodes 4 --micro-batch 4",
+     "a real model shape on a catalog node (willitscale hardware list)"),
+    ("willitscale scale examples/handbook-2b-4nodes.toml --nodes 1..64",
+     "where scaling stops paying off"),
+    ("willitscale requirements examples/handbook-2b-4nodes.toml --nodes 1..16",
+     "the inter-node bandwidth that keeps communication hidden"),
+    ("willitscale estimate examples/handbook-2b-4nodes.toml --trace step.json",
+     "the step's timeline in https://ui.perfetto.dev"),
+    ("willitscale size --params 175B --tokens 300B --gpu h100 --utilization 0.4 --weeks 4",
+     "how many GPUs a training run needs, and how few can hold it"),
+)
 DEFAULT_ESTIMATE_NODES = 4
 
 
@@ -76,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
 
 def run_default() -> int:
     """The main job: the default scenario's estimate on 4 nodes, then its scaling table."""
+    from rich.markup import escape
+
     from willitscale.cli.estimate_text import print_estimate
     from willitscale.cli.output import console
     from willitscale.cli.scale import print_scaling
@@ -86,16 +102,10 @@ def run_default() -> int:
     out = console()
     out.print(f"[bold]willitscale[/bold] — {DEFAULT_SETTINGS['name']}\n")
     scenario = build_scenario({**DEFAULT_SETTINGS, "nodes": DEFAULT_ESTIMATE_NODES})
-    print_estimate(estimate(scenario), scenario)
+    print_estimate(estimate(scenario), scenario, brief=True)
     out.print()
     print_scaling(scaling_rows(DEFAULT_SETTINGS, DEFAULT_NODES), title="Scaling: 1 to 8 nodes")
-    out.print(
-        "\nNext:\n"
-        "  willitscale estimate --params 2e9 --gpu a100-80gb --nodes 4 --gpus-per-node 8 "
-        "--inter-node 400Gbps --micro-batch 2 --seq-len 2048 --hfu 0.5 --recompute full\n"
-        "  willitscale scale ... --nodes 1..64          the same sweep for your scenario\n"
-        "  willitscale requirements ... --nodes 1,2,4,8   the bandwidth that keeps comms hidden\n"
-        "  willitscale estimate examples/<scenario>.toml --trace step.json   timeline in Perfetto\n"
-        "  willitscale size --params 175B --tokens 300B --gpu-tflops 989 --utilization 0.4 --weeks 4"
-    )
+    out.print("\n[bold]Next[/bold] (your scenario: flags or a TOML file, see examples/):")
+    for command, what in NEXT_STEPS:
+        out.print(f"  {escape(command)}\n      [dim]{what}[/dim]")
     return 0

@@ -55,8 +55,10 @@ def _memory_line(m) -> str:
             f"{gib(m.optimizer)} · activations {acts}  ({escape(m.convention)})")
 
 
-def print_estimate(est, scenario, *, width: int = DEFAULT_WIDTH, file=None) -> None:
-    """Headline, breakdown table, communication, memory, bottleneck, timeline, assumptions."""
+def print_estimate(est, scenario, *, width: int = DEFAULT_WIDTH, brief: bool = False,
+                   file=None) -> None:
+    """Headline, breakdown table, communication, memory, bottleneck, timeline, assumptions
+    (``brief``: without the assumptions)."""
     from willitscale.cli.output import console
     from willitscale.report.timeline import render_timeline
 
@@ -79,6 +81,9 @@ def print_estimate(est, scenario, *, width: int = DEFAULT_WIDTH, file=None) -> N
         out.print(f"  [green]fix[/green] {escape(fix)}")
     out.print("[bold]Timeline[/bold] one step on rank 0 (--trace FILE for Perfetto):")
     out.print(render_timeline(est.timeline, width=width), markup=False, highlight=False)
+    if brief:
+        out.print("[dim]Assumptions and defaults: willitscale estimate ... (or --json)[/dim]")
+        return
     out.print("[dim]Assumptions[/dim]")
     for what, value in est.assumptions:
         out.print(f"[dim]  {escape(what)}: {escape(value)}[/dim]")

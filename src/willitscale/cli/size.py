@@ -140,7 +140,7 @@ def size_report(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from willitscale.cli.output import print_json, print_table
-    from willitscale.units import format_flops, format_flop_rate, format_size, format_time
+    from willitscale.units import format_flop_rate, format_size, format_time
 
     report = size_report(args)
     if args.json:
@@ -151,7 +151,8 @@ def run(args: argparse.Namespace) -> int:
         rows += [
             ("GPUs for the deadline", f"{report['gpus']:,}"),
             ("  exact ratio", f"{report['gpus_exact']:,.2f} (rounded up)"),
-            ("  total training compute", format_flops(report["total_flops"])),
+            ("  total training compute", f"{report['total_flops']:.3g} FLOP "
+                                         f"({report['total_flops'] / 1e21:,.4g} ZFLOP)"),
             ("  per GPU", f"{format_flop_rate(report['gpu_peak_flops'])} peak x "
                           f"{report['utilization']:g} utilisation"),
             ("  deadline", format_time(report["deadline_s"])),
@@ -161,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
             ("fewest GPUs holding the state", f"{report['min_gpus_to_hold_state']:,}"),
             ("  training state", f"{format_size(report['state_bytes'])} "
                                  f"({report['state_bytes_per_param']:g} B/param)"),
-            ("  memory per GPU", format_size(report["gpu_memory_bytes"])),
+            ("  memory per GPU", f"{format_size(report['gpu_memory_bytes'])} "
+                                 f"({format_size(report['gpu_memory_bytes'], binary=True)})"),
         ]
     print_table("Cluster size", ["quantity", "value"], rows)
     return 0
