@@ -138,5 +138,5 @@ def test_main_job_prints_estimate_scaling_and_next_steps(capsys):
 
     assert main([]) == 0
     out = capsys.readouterr().out
-    assert "Bottleneck" in out and "Scaling" in out and "Next:" in out
+    assert "Bottleneck" in out and "Scaling" in out and "Next" in out
     assert "willitscale estimate" in out.split("Next")[-1]

@@ -98,7 +98,8 @@ def estimate(scenario: Scenario) -> StepEstimate:
     ready = backward_start + (ready_fraction * bwd if ddp.overlap else bwd + 0 * ready_fraction)
     start, end = comm_schedule(ready, durations)
     comms = float(durations.sum())
-    exposed = float(exposed_after(end[-1], compute)) if len(end) else 0.0
+    # (clamped: a cumulative sum over 1e5 buckets can overshoot the total by rounding)
+    exposed = min(float(exposed_after(end[-1], compute)), comms) if len(end) else 0.0
     slowdown = ddp.overlap_slowdown * (comms - exposed) if ddp.overlap else 0.0
     optimizer = _optimizer_seconds(scenario, work)
     load = _data_seconds(scenario)
