@@ -84,3 +84,34 @@ def test_other_ops_run(cli):
         code, out, err = cli("collective", op, "--size", "64MiB", "--ranks", "24", "--json")
         assert code == 0, (op, err)
         assert json.loads(out)["results"]
+
+
+def test_link_from_catalog_is_derated_and_said(cli):
+    import json
+
+    code, out, _ = cli("collective", "all_reduce", "--size", "1GB", "--ranks", "8", "--link", "ib-ndr",
+                       "--algorithm", "ring", "--json")
+    assert code == 0
+    data = json.loads(out)
+    # ib-ndr: 400 Gb/s = 50 GB/s one direction, x 0.8 catalog efficiency = 40 GB/s.
+    # ring: 2*(8-1)/8 * 1e9 B / 40e9 B/s = 0.04375 s moving bytes.
+    assert data["bandwidth_time_s"] == pytest.approx(0.04375, rel=1e-9)
+    assert any("ib-ndr" in note for note in data["assumptions"])
+
+
+def test_node_preset_gives_two_levels(cli):
+    import json
+
+    code, out, _ = cli("collective", "all_reduce", "--size", "1GB", "--ranks", "16", "--node", "dgx-h100",
+                       "--algorithm", "ring", "--json")
+    assert code == 0
+    data = json.loads(out)
+    # DGX H100: NVLink 4 450 GB/s x 0.8 = 360 GB/s per GPU inside; 8 x NDR 50 GB/s x 0.8 = 320 GB/s
+    # per node across. Two-level ring: 2*(16-1)/16 * 1e9 / min(360e9, 320e9) = 5.859375 ms.
+    assert data["bandwidth_time_s"] == pytest.approx(2 * 15 / 16 * 1e9 / 320e9, rel=1e-9)
+
+
+def test_link_and_explicit_bandwidth_conflict(cli):
+    code, _, err = cli("collective", "all_reduce", "--size", "1GB", "--ranks", "8", "--link", "ib-ndr",
+                       "--bandwidth", "1GB/s")
+    assert code == 2 and "drop --bandwidth" in err

@@ -26,6 +26,10 @@ def register(subparsers) -> None:
     p.add_argument("--algorithm", default=None,
                    help="ring, binary_tree, double_binary_tree, halving_doubling, parameter_server, naive, "
                    "direct, hierarchical, or all (default: all applicable, fastest marked)")
+    p.add_argument("--link", help="a catalog link as the one level, e.g. ib-ndr, nvlink4, roce-400g "
+                   "(its achievable bandwidth and latency; `willitscale hardware list --kind link`)")
+    p.add_argument("--node", help="a catalog node preset as the two levels, e.g. dgx-h100, p4d "
+                   "(its NVLink per GPU inside, its NICs across; `willitscale hardware list --kind node`)")
     two = p.add_argument_group("two levels (ranks grouped in nodes)")
     two.add_argument("--ranks-per-node", help="ranks per node, e.g. 8")
     two.add_argument("--inter-bandwidth", help="one node's one-direction bandwidth to other nodes, all NICs "
@@ -52,6 +56,8 @@ def build_network(args) -> tuple[object, list[str]]:
     from willitscale.units import format_bandwidth, format_time, parse_bandwidth, parse_ports, parse_time
 
     notes: list[str] = []
+    if args.link is not None or args.node is not None:
+        return _catalog_network(args)
     if args.ranks_per_node is None:
         for flag in ("inter_bandwidth", "inter_latency"):
             if getattr(args, flag) is not None:
@@ -91,6 +97,29 @@ def build_network(args) -> tuple[object, list[str]]:
         inter=LinkCost(bandwidth=ports * per_port, latency=inter_lat, name="given: inter-node, per node"),
     )
     return network, notes
+
+
+def _catalog_network(args) -> tuple[object, list[str]]:
+    """The network of ``--link NAME`` (one level) or ``--node PRESET`` (two levels)."""
+    from willitscale.collectives.network import Hierarchy, LinkCost
+    from willitscale.errors import ConfigError
+
+    given = [f"--{f.replace('_', '-')}" for f in ("link", "node", "bandwidth", "latency", "ranks_per_node",
+                                                   "inter_bandwidth", "inter_latency") if getattr(args, f) is not None]
+    if len(given) > 1:
+        raise ConfigError(f"{given[0]} describes the whole network: drop {', '.join(given[1:])}")
+    from willitscale.hardware import get_link, get_node
+
+    if args.link is not None:
+        link = get_link(args.link)
+        note = (f"link {link.name}: {link.efficiency:g} x the advertised bandwidth is achievable "
+                f"(catalog efficiency), {link.latency * 1e6:g} us per hop")
+        return LinkCost.from_link(link), [note]
+    node = get_node(args.node)
+    note = (f"node {node.name}: {node.gpus_per_node} GPUs per node, each link derated to its catalog "
+            f"efficiency ({node.intra_link.name} x {node.intra_link.efficiency:g}, "
+            f"{node.nics} x {node.nic.name} x {node.nic.efficiency:g})")
+    return Hierarchy.from_node(node), [note]
 
 
 def _size_note(op) -> str | None:
