@@ -149,18 +149,39 @@ class GradientAllReduce:
             algorithm=algorithm, why=why)
 
 
+def _calibrated(scenario: Scenario, level: str):
+    """The calibration's fit for ``level`` ("intra_node"/"inter_node"), if one was given."""
+    calibration = scenario.calibration
+    return None if calibration is None else calibration.link(level)
+
+
 def gradient_allreduce(scenario: Scenario, gradient_bytes: float) -> GradientAllReduce:
-    """The all-reduce cost model for ``scenario``'s data-parallel group."""
+    """The all-reduce cost model for ``scenario``'s data-parallel group.
+
+    Links come from the cluster (bandwidth x efficiency, catalog latency) unless a calibration
+    gives fitted figures for a level: its bandwidth is already what was achieved (no efficiency
+    applied) and its latency the fitted alpha.
+    """
     node = scenario.cluster.node
     measured = scenario.measured
     intra, nic = node.intra_link, node.nic
+    intra_bw, intra_lat = node.usable_intra_bandwidth * intra.efficiency, intra.latency
+    inter_bw, inter_lat = node.inter_node_bandwidth * nic.efficiency, nic.latency
+    intra_name, inter_name = _intra_name(node), (
+        f"{node.nics} x {_link_name(nic)}" if node.nics > 1 else _link_name(nic))
+    fit = _calibrated(scenario, "intra_node")
+    if fit is not None:
+        intra_bw, intra_lat = fit.bandwidth, fit.latency
+        intra_name += f" [calibrated: {format_bandwidth(fit.bandwidth)}, {format_time(fit.latency)}]"
+    fit = _calibrated(scenario, "inter_node")
+    if fit is not None:
+        inter_bw, inter_lat = fit.bandwidth, fit.latency
+        inter_name += f" [calibrated: {format_bandwidth(fit.bandwidth)}, {format_time(fit.latency)}]"
     return GradientAllReduce(
         ranks=scenario.plan.dp, nodes=scenario.cluster.nodes, gpus_per_node=node.gpus_per_node,
-        intra_bandwidth=node.usable_intra_bandwidth * intra.efficiency, intra_latency=intra.latency,
-        inter_bandwidth=node.inter_node_bandwidth * nic.efficiency, inter_latency=nic.latency,
-        intra_name=_intra_name(node), intra_line_rate=node.usable_intra_bandwidth,
-        inter_line_rate=node.inter_node_bandwidth,
-        inter_name=f"{node.nics} x {_link_name(nic)}" if node.nics > 1 else _link_name(nic),
+        intra_bandwidth=intra_bw, intra_latency=intra_lat, inter_bandwidth=inter_bw,
+        inter_latency=inter_lat, intra_name=intra_name, inter_name=inter_name,
+        intra_line_rate=node.usable_intra_bandwidth, inter_line_rate=node.inter_node_bandwidth,
         measured_time=measured.allreduce_time,
         measured_bytes=measured.allreduce_size or (gradient_bytes if measured.allreduce_time else None),
     )

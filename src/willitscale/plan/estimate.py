@@ -42,12 +42,16 @@ OPTIMIZER_BYTES_PER_PARAM = 28
 
 
 def resolved_efficiency(scenario: Scenario) -> Efficiency:
-    """The compute efficiency in force: the user's, a calibration's, or the default."""
+    """The compute efficiency in force: the user's, a calibration's (an HFU), or the default."""
     if scenario.efficiency is not None:
         return scenario.efficiency
-    calibrated = getattr(scenario.calibration, "compute_efficiency", None)
-    if calibrated is not None:
-        return Efficiency(kind="hfu", value=float(calibrated), source="calibration")
+    calibration = scenario.calibration
+    if calibration is not None:
+        entry = calibration.compute_for(scenario.dtype)
+        value = entry.efficiency if entry is not None else calibration.compute_efficiency
+        if value is not None:
+            where = getattr(calibration, "path", "") or "the calibration"
+            return Efficiency(kind="hfu", value=min(float(value), 1.0), source=f"calibrated, {where}")
     return default_efficiency(scenario.cluster.gpu.name, scenario.dtype)
 
 
@@ -64,6 +68,10 @@ def _compute_seconds(scenario: Scenario, work: StepWork, peak: float) -> tuple[f
 def _optimizer_seconds(scenario: Scenario, work: StepWork) -> float:
     if scenario.measured.step_time_one_gpu is not None:
         return 0.0  # inside the measured step
+    calibration = scenario.calibration
+    entry = calibration.compute_for(scenario.dtype) if calibration is not None else None
+    if entry is not None and entry.optimizer_time_per_param is not None:
+        return work.params * entry.optimizer_time_per_param
     return work.params * OPTIMIZER_BYTES_PER_PARAM / scenario.cluster.gpu.memory_bandwidth
 
 
