@@ -57,14 +57,17 @@ def requirement_row(scenario, *, max_exposed_share: float) -> dict:
         "exposed_share_now": est.exposed_comms / est.step_time,
         "exposed_share_at_required": None if needed is None else at.exposed_comms / at.step_time,
         "enough": needed is not None and now >= needed,
+        "limited_by": None if needed is not None else (
+            "latency" if cluster.nodes == 1 else "intra"),
     }
 
 
 def run(args: argparse.Namespace) -> int:
-    from willitscale.cli.output import print_json, print_table
+    from willitscale.cli.output import print_json
+    from willitscale.cli.scale import compact_table
     from willitscale.plan.build import build_scenario
     from willitscale.plan.scaling import parse_nodes
-    from willitscale.units import parse_count
+    from willitscale.units import format_count, parse_count
 
     settings = settings_from_args(args, skip=("nodes", "params"))
     nodes = parse_nodes(args.nodes or settings.get("nodes", 1))
@@ -83,17 +86,20 @@ def run(args: argparse.Namespace) -> int:
     def gbps(x):
         return "-" if x is None else f"{x:,.0f}"
 
-    print_table(
+    compact_table(
         f"Least bandwidth for exposed communication <= {args.max_exposed_share:.0%} of the step",
-        ["params", "nodes", "link", "now", "needed", "comms<=compute", "comms<=backward",
-         "seeds/001 rule", "exposed now", "enough?"],
-        [(f"{r['params']:.3g}", r["nodes"], r["link"], gbps(r["current_bandwidth_Gbps"]),
-          gbps(r["required_bandwidth_Gbps"]), gbps(r["comms_within_compute_Gbps"]),
+        (("params", ""), ("nodes", ""), ("link", ""), ("now", "Gb/s"), ("needed", "Gb/s"),
+         ("comms<=", "compute"), ("comms<=", "backward"), ("seeds/001", "rule"),
+         ("exposed", "now"), ("enough", "")),
+        [(format_count(r["params"]), r["nodes"], "per node" if r["link"].startswith("inter") else "per GPU",
+          gbps(r["current_bandwidth_Gbps"]),
+          gbps(r["required_bandwidth_Gbps"]) if r["required_bandwidth_Gbps"] is not None
+          else r["limited_by"], gbps(r["comms_within_compute_Gbps"]),
           gbps(r["comms_within_backward_Gbps"]), gbps(r["article_001_rule_Gbps"]),
           f"{100 * r['exposed_share_now']:.0f}%", "yes" if r["enough"] else "no") for r in rows],
-        units=["", "", "", "Gb/s", "Gb/s", "Gb/s", "Gb/s", "Gb/s", "of step", ""],
-        caption="needed: the full model (buckets, overlap, NCCL's algorithm) by bisection; the "
-                "closed forms assume bandwidth-bound transfers; line rates before link efficiency "
-                "except the closed forms, which divide by it",
-    )
+        caption="Line rates, one direction: inter-node per node (all NICs), intra-node per GPU on "
+                "one node. needed: the full model (buckets, overlap, NCCL's algorithm) by "
+                "bisection; comms<=compute / <=backward: closed forms, bandwidth-bound; seeds/001 "
+                "rule: N x P GB/s (docs/reproductions.md). 'intra' under needed: the intra-node "
+                "link runs out first, no inter-node bandwidth is enough")
     return 0

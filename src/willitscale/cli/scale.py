@@ -28,31 +28,36 @@ def _short(x: float) -> str:
     return f"{x:.3g}"
 
 
-def print_scaling(rows, *, title: str = "Scaling", file=None) -> None:
-    """The handbook's table "nodes | comms | compute | comms is a bottleneck", extended.
-
-    A compact rich table (no vertical rules) so twelve columns fit an 80-column terminal.
-    """
+def compact_table(title: str, columns, rows, *, caption: str = "", file=None) -> None:
+    """A rich table without vertical rules; ``columns`` are ``(name, unit)`` pairs (unit under the
+    name). Compact enough for a dozen columns in 80 terminal columns."""
     from rich import box
     from rich.table import Table
 
     from willitscale.cli.output import console
 
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-                  padding=0, caption_justify="left",
-                  caption="limit: 'comms' when the network is busier than compute (the handbook's "
-                          "'comms is a bottleneck'); speedup and eff.: tokens/s against the first "
-                          "row; batch in samples")
-    for name, unit in (("nodes", ""), ("GPUs", ""), ("batch", ""), ("comms", "s"), ("compute", "s"),
-                       ("exposed", "s"), ("step", "s"), ("limit", ""), ("tok/s", ""), ("MFU", ""),
-                       ("speedup", ""), ("eff.", "")):
+                  padding=0, caption=caption or None, caption_justify="left")
+    for name, unit in columns:
         table.add_column(f"{name}\n[dim]{unit}[/dim]" if unit else name, justify="right")
-    for r in rows:
-        table.add_row(str(r.nodes), str(r.gpus), str(r.global_batch), f"{r.comms:.3f}", f"{r.compute:.3f}",
-                      f"{r.exposed_comms:.3f}", f"{r.step_time:.3f}",
-                      "comms" if r.comms_is_bottleneck else "compute", _short(r.tokens_per_s),
-                      f"{r.mfu:.2f}", f"{r.speedup:.2f}x", f"{100 * r.efficiency:.0f}%")
+    for row in rows:
+        table.add_row(*(str(v) for v in row))
     console(file).print(table)
+
+
+def print_scaling(rows, *, title: str = "Scaling", file=None) -> None:
+    """The handbook's table "nodes | comms | compute | comms is a bottleneck", extended."""
+    columns = (("nodes", ""), ("GPUs", ""), ("batch", ""), ("comms", "s"), ("compute", "s"),
+               ("exposed", "s"), ("step", "s"), ("limit", ""), ("tok/s", ""), ("MFU", ""),
+               ("speedup", ""), ("eff.", ""))
+    compact_table(title, columns, [
+        (r.nodes, r.gpus, r.global_batch, f"{r.comms:.3f}", f"{r.compute:.3f}",
+         f"{r.exposed_comms:.3f}", f"{r.step_time:.3f}",
+         "comms" if r.comms_is_bottleneck else "compute", _short(r.tokens_per_s), f"{r.mfu:.2f}",
+         f"{r.speedup:.2f}x", f"{100 * r.efficiency:.0f}%") for r in rows],
+        caption="limit: 'comms' when the network is busier than compute (the handbook's 'comms "
+                "is a bottleneck'); speedup and eff.: tokens/s against the first row; batch in "
+                "samples", file=file)
 
 
 def run(args: argparse.Namespace) -> int:
