@@ -11,6 +11,7 @@ from willitscale.plan.buckets import (
     bucket_totals,
     comm_schedule,
     exposed_after,
+    last_end,
     uniform_buckets,
 )
 
@@ -68,3 +69,13 @@ def test_schedule_broadcasts_over_many_plans_at_once():
 def test_exposed_is_what_runs_past_the_end_of_compute():
     assert exposed_after(4.0, 3.0) == 1.0
     assert exposed_after(2.0, 3.0) == 0.0
+
+
+def test_last_end_equals_the_schedules_last_end():
+    rng = np.random.default_rng(1)
+    ready = np.sort(rng.uniform(0, 1, size=(20, 15)), axis=1)
+    duration = rng.uniform(0, 0.2, size=(20, 15))
+    _, end = comm_schedule(ready, duration)
+    assert last_end(ready, duration) == pytest.approx(end[:, -1])
+    # by hand: ready 0, 1, 1.5 with durations 2, 1, 1 ends at 4 (see the schedule test)
+    assert last_end([0, 1, 1.5], [2, 1, 1]) == 4

@@ -47,6 +47,7 @@ __all__ = [
     "bucket_totals",
     "uniform_buckets",
     "comm_schedule",
+    "last_end",
     "exposed_after",
 ]
 
@@ -129,6 +130,21 @@ def comm_schedule(ready, duration) -> tuple[np.ndarray, np.ndarray]:
     done_before = np.cumsum(duration, axis=-1)
     end = done_before + np.maximum.accumulate(ready - (done_before - duration), axis=-1)
     return end - duration, end
+
+
+def last_end(ready, duration):
+    """When the last bucket's all-reduce ends, without the whole schedule (planner fast path).
+
+    From the closed form, ``end_last = max_j (ready_j + d_j + ... + d_last)``: one reversed
+    cumulative sum and one maximum over the last axis.
+    """
+    ready = np.asarray(ready, dtype=float)
+    duration = np.asarray(duration, dtype=float)
+    ready, duration = np.broadcast_arrays(ready, duration)
+    if ready.shape[-1] == 0:
+        return np.zeros(ready.shape[:-1])
+    suffix = np.flip(np.cumsum(np.flip(duration, axis=-1), axis=-1), axis=-1)
+    return np.max(ready + suffix, axis=-1)
 
 
 def exposed_after(comm_end, compute_end):
