@@ -22,7 +22,6 @@ Docs with every derivation and source: ``docs/estimate.md``.
 
 from __future__ import annotations
 
-import numpy as np
 
 from willitscale.plan.bottleneck import find_bottleneck
 from willitscale.plan.buckets import comm_schedule, exposed_after
@@ -30,7 +29,7 @@ from willitscale.plan.compute import compute_time, forward_backward_split
 from willitscale.plan.efficiency import Efficiency, default_efficiency
 from willitscale.plan.memory import memory_breakdown
 from willitscale.plan.plan import require_data_parallel
-from willitscale.plan.result import Breakdown, CommReport, StepEstimate
+from willitscale.plan.result import Breakdown, StepEstimate
 from willitscale.plan.scenario import Scenario
 from willitscale.plan.steptimeline import build_timeline
 from willitscale.plan.work import StepWork, gradient_ready, step_work
