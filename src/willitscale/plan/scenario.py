@@ -12,7 +12,7 @@ Scenarios are built from CLI flags or TOML files by :mod:`willitscale.plan.setti
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from willitscale.errors import ConfigError
@@ -132,9 +132,3 @@ class Scenario:
     def tokens_per_step(self) -> int:
         """Tokens in one optimizer step over all replicas."""
         return self.plan.global_batch * self.seq_len
-
-    def with_nodes(self, nodes: int) -> Scenario:
-        """The same scenario on ``nodes`` nodes, the per-GPU batch unchanged (weak scaling)."""
-        cluster = replace(self.cluster, nodes=nodes)
-        dp = cluster.gpus // self.plan.model_parallel
-        return replace(self, cluster=cluster, plan=self.plan.with_dp(dp))
