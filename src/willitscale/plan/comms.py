@@ -71,9 +71,13 @@ class GradientAllReduce:
 
     @property
     def limiting_description(self) -> str:
+        if self.measured_time is not None:
+            rate = self.measured_bytes / self.measured_time * self.factor
+            return f"the measured all-reduce rate, {format_bandwidth(rate)} of gradients"
         if self.spans_nodes:
             return (f"{format_bandwidth(self.inter_bandwidth * self.factor)} effective per node, "
-                    f"shared by its {self.gpus_per_node} GPUs")
+                    + (f"shared by its {self.gpus_per_node} GPUs" if self.gpus_per_node > 1
+                       else "one GPU per node"))
         return f"{format_bandwidth(self.intra_bandwidth * self.factor)} effective per GPU"
 
     @property
