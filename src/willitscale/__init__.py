@@ -102,6 +102,27 @@ _EXPORTS: dict[str, str] = {
     "ComputeCalibration": "willitscale.hardware.calibration",
     "load_calibration": "willitscale.hardware.calibration",
     "ResultsStore": "willitscale.bench.store",
+    # plan: the data-parallel estimate, scaling, requirements, sizing
+    "Plan": "willitscale.plan.plan",
+    "Scenario": "willitscale.plan.scenario",
+    "DdpOptions": "willitscale.plan.scenario",
+    "DataLoading": "willitscale.plan.scenario",
+    "Measured": "willitscale.plan.scenario",
+    "Efficiency": "willitscale.plan.efficiency",
+    "build_scenario": "willitscale.plan.build",
+    "estimate": "willitscale.plan.estimate",
+    "StepEstimate": "willitscale.plan.result",
+    "scaling_rows": "willitscale.plan.scaling",
+    "least_link_bandwidth": "willitscale.plan.requirements",
+    "required_node_bandwidth": "willitscale.plan.requirements",
+    "gpus_for_deadline": "willitscale.plan.sizing",
+    "gpus_to_hold_state": "willitscale.plan.sizing",
+    "comm_schedule": "willitscale.plan.buckets",
+    # report: timelines
+    "Span": "willitscale.report.timeline",
+    "Timeline": "willitscale.report.timeline",
+    "render_timeline": "willitscale.report.timeline",
+    "chrome_trace": "willitscale.report.trace",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
