@@ -15,6 +15,7 @@ Each part is the slowest rank's in that step; a row reports the median over step
 
 from __future__ import annotations
 
+import gc
 import statistics
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -106,6 +107,10 @@ def run_train(ctx, opts: TrainOptions, emit: Callable[[TrainRow], None], *, node
             bar.advance()
     step, fwd, bwd, opt = _slowest_median(ctx, synced)
     (bwd_no_sync,) = _slowest_median(ctx, unsynced)
+    # DDP's reducer holds the process group: free it now, not during interpreter shutdown
+    # (where Gloo's threads can be torn down in the wrong order and abort the process)
+    del ddp, optimizer, data
+    gc.collect()
     emit(TrainRow(model=opts.model, layers=shape.layers, hidden=shape.hidden, heads=shape.heads,
                   vocab=shape.vocab, seq_len=opts.seq_len, params=_params(shape),
                   batch_per_rank=opts.batch, ranks=ctx.world_size, nodes=nodes, dtype=opts.dtype,

@@ -118,5 +118,6 @@ def run_job(job: Job) -> JobResult:
             store.finish_run(result.run_id, result.status)
             store.close()
         if result.status == "complete":  # after a failure a peer may be gone: no teardown
+            ctx.barrier()  # nobody tears down while a peer still talks to it
             ctx.close()
     return result
