@@ -129,6 +129,13 @@ def _ranks_on_this_machine(local_world: int) -> int:
     return max(1, local_world)
 
 
+def _accepts_device_id(dist: Any) -> bool:
+    """torch >= 2.3 can bind a process group to a device at init."""
+    import inspect
+
+    return "device_id" in inspect.signature(dist.init_process_group).parameters
+
+
 def _backend(torch: Any, wanted: str) -> str:
     dist = torch.distributed
     if wanted == "auto":
@@ -161,7 +168,7 @@ def init(backend: str = "auto") -> Context:
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // _ranks_on_this_machine(local_world)))
     timeout = timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
     # with NCCL, bind the communicator to this rank's GPU up front (eager init, no guessing)
-    bound = {"device_id": device} if backend == "nccl" else {}
+    bound = {"device_id": device} if backend == "nccl" and _accepts_device_id(dist) else {}
     if os.environ.get(AGENT_STORE_ENV) == "1":
         store = dist.TCPStore(os.environ["MASTER_ADDR"], _env_int("MASTER_PORT"),
                               is_master=False, timeout=timeout)

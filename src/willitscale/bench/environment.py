@@ -53,12 +53,11 @@ def node_rank_from_env() -> int | None:
 
 
 def node_id() -> str:
-    """A name that differs between nodes: the hostname, plus the node rank in an emulated
-    cluster (whose namespaces all share one hostname)."""
+    """A name that differs between nodes: the hostname, plus the node rank when the launcher
+    gives one (an emulated cluster's namespaces, or containers, can share a hostname)."""
     host = socket.gethostname()
-    if os.environ.get(EMULATED_ENV):
-        return f"{host}/node{node_rank_from_env()}"
-    return host
+    rank = node_rank_from_env()
+    return host if rank is None else f"{host}/node{rank}"
 
 
 def _cpu_model() -> str | None:

@@ -50,15 +50,23 @@ def run(args: argparse.Namespace) -> int:
     from willitscale.calibrate.validate import compare
     from willitscale.cli.output import print_json, print_table
 
+    from willitscale.calibrate.validate import Skipped
+    from willitscale.errors import ConfigError
+
     with Store() as store:
         cal, path = _calibration(store, args.calibration)
         ids = args.run_ids or [info.id for info in reversed(store.runs())]
-        runs = []
+        runs, unreadable = [], []
         for i in ids:
             stored = store.run(i)
-            if stored.info.rows:
+            if not stored.info.rows:
+                continue
+            try:
                 runs.append(measured_run(stored))
+            except ConfigError as exc:
+                unreadable.append(Skipped(run_id=i, kind=stored.info.kind, reason=str(exc)))
     rows, skipped = compare(runs, cal)
+    skipped = unreadable + skipped
     errors_in = [abs(r.error) for r in rows if r.in_sample]
     errors_out = [abs(r.error) for r in rows if not r.in_sample]
     summary = {"rows": len(rows), "in_sample": len(errors_in), "out_of_sample": len(errors_out),
