@@ -8,33 +8,36 @@
 390
 """
 
-from willitscale.fabric.collective import (
-    CollectiveReport,
-    SeedSweep,
-    calls_time,
-    collective_time,
-    simulate_collective,
-    sweep_seeds,
-)
-from willitscale.fabric.flows import Phase, Stream, Traffic
-from willitscale.fabric.maxmin import max_min_fair
-from willitscale.fabric.report import LinkReport, TrafficMatrix, link_report, traffic_matrix
-from willitscale.fabric.simulator import SimulationResult, simulate
-from willitscale.fabric.step import ParallelLayout, StepComm, step_traffic
-from willitscale.fabric.traffic import (
-    CollectiveCall,
-    calls_traffic,
-    collective_call,
-    collective_traffic,
-    incast_traffic,
-    jobs_traffic,
-    ring_order,
-)
+from __future__ import annotations
 
-__all__ = [
-    "Phase", "Stream", "Traffic", "max_min_fair", "simulate", "SimulationResult",
-    "LinkReport", "link_report", "TrafficMatrix", "traffic_matrix",
-    "CollectiveCall", "collective_call", "collective_traffic", "calls_traffic", "incast_traffic",
-    "jobs_traffic", "ring_order", "ParallelLayout", "StepComm", "step_traffic",
-    "CollectiveReport", "simulate_collective", "SeedSweep", "sweep_seeds", "calls_time", "collective_time",
-]
+import importlib
+from typing import Any
+
+# public name -> module (loaded lazily: ``willitscale.collectives.flows`` imports
+# ``willitscale.fabric.flows``, and the traffic generators import it back)
+_EXPORTS = {
+    **dict.fromkeys(["Phase", "Stream", "Traffic"], "flows"),
+    "max_min_fair": "maxmin",
+    **dict.fromkeys(["simulate", "SimulationResult"], "simulator"),
+    **dict.fromkeys(["LinkReport", "link_report", "TrafficMatrix", "traffic_matrix"], "report"),
+    **dict.fromkeys(["CollectiveCall", "collective_call", "collective_traffic", "calls_traffic",
+                     "incast_traffic", "jobs_traffic", "ring_order"], "traffic"),
+    **dict.fromkeys(["ParallelLayout", "StepComm", "step_traffic"], "step"),
+    **dict.fromkeys(["CollectiveReport", "simulate_collective", "SeedSweep", "sweep_seeds", "calls_time",
+                     "collective_time"], "collective"),
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'willitscale.fabric' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"willitscale.fabric.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,9 +1,10 @@
 """The traffic of one training step from a parallel layout, given as plain degrees and bytes.
 
-Rank order (Megatron-LM's convention): TP innermost, then CP, EP, DP, PP outermost:
+Rank order (Megatron-LM's convention, the default): TP innermost, then CP, EP, DP, PP outermost:
 ``rank = tp + TP*(cp + CP*(ep + EP*(dp + DP*pp)))``, and rank ``r`` runs on GPU ``first_gpu + r``
 (GPUs numbered server by server). So a TP group of 8 fills one 8-GPU server, and the DP and PP
-groups of one TP rank sit on one rail.
+groups of one TP rank sit on one rail. ``order`` changes the nesting, e.g. ``("tp", "cp", "ep",
+"pp", "dp")`` keeps a whole model copy (TP x PP) on neighbouring servers and spreads DP widest.
 
 The step's communication, one stream each, all starting together so they contend as they would
 when overlapped (the estimate's scheduler decides what really overlaps with compute):
@@ -44,8 +45,11 @@ class ParallelLayout:
     dp: int = 1
     pp: int = 1
     first_gpu: int = 0
+    order: tuple[str, ...] = DIMS  #: innermost first
 
     def __post_init__(self) -> None:
+        if sorted(self.order) != sorted(DIMS):
+            raise ConfigError("order", ",".join(self.order), "a permutation of " + ",".join(DIMS))
         for d in DIMS:
             v = getattr(self, d)
             if isinstance(v, bool) or int(v) != v or v < 1:
@@ -59,8 +63,9 @@ class ParallelLayout:
 
     def grid(self) -> np.ndarray:
         """GPU of every rank as an array indexed ``[pp, dp, ep, cp, tp]``."""
-        shape = (self.pp, self.dp, self.ep, self.cp, self.tp)
-        return self.first_gpu + np.arange(self.world).reshape(shape)
+        outer_first = tuple(reversed(self.order))
+        g = self.first_gpu + np.arange(self.world).reshape(tuple(getattr(self, d) for d in outer_first))
+        return np.transpose(g, [outer_first.index(d) for d in ("pp", "dp", "ep", "cp", "tp")])
 
     def groups(self, dim: str) -> np.ndarray:
         """(groups x degree) GPU indices of every group along ``dim`` (e.g. all DP groups)."""
