@@ -1,0 +1,61 @@
+"""How fast the workload functions evaluate a batch of plans, vs one plan at a time.
+
+Run: python benchmarks/workload_vectorized.py [N]. Reports plans/s for a batch of N plans
+(seq_len, micro-batch, tp, sequence parallelism, recomputation, ZeRO stage, dp all varying)
+and for a Python loop over the first 2,000, and their ratio, measured in this one run.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from willitscale.workload import activation_memory, get_model, state_bytes_per_gpu, training_flops
+from willitscale.workload.params import layer_params_per_tp_rank
+
+
+def plans(n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "seq_len": rng.choice([1024, 2048, 4096, 8192], n),
+        "micro_batch": rng.choice([1, 2, 4, 8], n),
+        "tp": rng.choice([1, 2, 4, 8], n),
+        "sp": rng.choice([False, True], n),
+        "recompute": rng.choice(np.array(["none", "selective", "full"]), n),
+        "zero_stage": rng.choice([0, 1, 2, 3], n),
+        "dp": rng.choice([1, 8, 64, 512], n),
+    }
+
+
+def evaluate(model, p) -> float:
+    flops = training_flops(model, p["seq_len"], recompute=p["recompute"]).hardware_per_token
+    act = activation_memory(model, p["seq_len"], p["micro_batch"], recompute=p["recompute"], tp=p["tp"],
+                            sequence_parallel=p["sp"]).total
+    params = model.layers * layer_params_per_tp_rank(model, p["tp"])
+    state = state_bytes_per_gpu(params, "zero-16", p["zero_stage"], p["dp"])
+    return np.sum(flops) + np.sum(act) + np.sum(state)
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    model = get_model("llama3-70b")
+    batch = plans(n)
+    evaluate(model, plans(10))  # warm up imports
+    t0 = time.perf_counter()
+    evaluate(model, batch)
+    batched = n / (time.perf_counter() - t0)
+    k = min(n, 2_000)
+    one_at_a_time = [{key: v[i].item() for key, v in batch.items()} for i in range(k)]
+    t0 = time.perf_counter()
+    for p in one_at_a_time:
+        evaluate(model, p)
+    looped = k / (time.perf_counter() - t0)
+    print(f"batched: {batched:,.0f} plans/s ({n:,} plans)")
+    print(f"looped:  {looped:,.0f} plans/s ({k:,} plans)")
+    print(f"ratio:   {batched / looped:,.0f}x")
+
+
+if __name__ == "__main__":
+    main()

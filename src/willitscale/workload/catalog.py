@@ -1,0 +1,133 @@
+"""The built-in model catalog (``workload/models/*.toml``) and loading a model by name or path.
+
+A catalog file holds one table per model, keyed by its name, with the fields of
+:class:`~willitscale.workload.transformer.Transformer`, a ``source`` and optional ``aliases``::
+
+    [llama2-7b]
+    aliases = ["llama-2-7b"]
+    source = "Touvron et al. 2023 Table 1; huggingface.co/meta-llama/Llama-2-7b-hf config.json"
+    layers = 32
+    ...
+
+A user's own model is a TOML file in the same format (one table) or a Hugging Face
+``config.json``; :func:`get_model` takes either path.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+
+from willitscale.config import Table, load_toml
+from willitscale.errors import ConfigError, UnknownNameError
+from willitscale.workload.transformer import NORMS, POSITIONS, Transformer
+
+__all__ = ["get_model", "list_models", "model_aliases", "model_from_table", "load_model_toml"]
+
+# Families in the order `willitscale model --list` shows them; other files follow by name.
+_FAMILY_ORDER = ("gpt2", "gpt3", "opt", "bloom", "llama2", "llama3", "mistral", "qwen2")
+_OPTIONAL_INTS = ("kv_heads", "head_dim", "ffn_hidden", "seq_len", "sliding_window")
+_OPTIONAL_BOOLS = ("qkv_bias", "attn_out_bias", "mlp_bias")
+
+
+def model_from_table(name: str, table: Table) -> tuple[Transformer, tuple[str, ...]]:
+    """A :class:`Transformer` and its aliases from one TOML table; unknown keys are errors."""
+    fields: dict[str, object] = {
+        "layers": table.int("layers", min=1),
+        "hidden": table.int("hidden", min=1),
+        "heads": table.int("heads", min=1),
+        "vocab": table.int("vocab", min=1),
+        "max_positions": table.int("max_positions", 2048, min=1),
+        "gated_mlp": table.bool("gated_mlp", False),
+        "position": table.str("position", "learned", choices=iter(POSITIONS)),
+        "norm": table.str("norm", "layernorm", choices=iter(NORMS)),
+        "bias": table.bool("bias", True),
+        "embedding_norm": table.bool("embedding_norm", False),
+        "tied_embeddings": table.bool("tied_embeddings", True),
+        "moe_experts": table.int("moe_experts", 0, min=0),
+        "moe_top_k": table.int("moe_top_k", 0, min=0),
+        "source": table.str("source"),
+    }
+    for key in _OPTIONAL_INTS:
+        fields[key] = table.int(key, None, min=1)
+    for key in _OPTIONAL_BOOLS:
+        fields[key] = table.bool(key, None)
+    aliases = table.list("aliases", [])
+    if not all(isinstance(a, str) for a in aliases):
+        raise ConfigError(f"{table.where}: aliases", aliases, "a list of strings")
+    table.done()
+    return Transformer(name=name, **fields), tuple(aliases)
+
+
+@functools.cache
+def _catalog() -> tuple[Mapping[str, Transformer], Mapping[str, str]]:
+    """(name -> model, alias -> name) from the packaged TOML files, in file order."""
+    models: dict[str, Transformer] = {}
+    aliases: dict[str, str] = {}
+    folder = resources.files("willitscale.workload").joinpath("models")
+    files = [e for e in folder.iterdir() if e.name.endswith(".toml")]
+    rank = {family: i for i, family in enumerate(_FAMILY_ORDER)}
+    for entry in sorted(files, key=lambda e: (rank.get(e.name[:-5], len(rank)), e.name)):
+        with resources.as_file(entry) as path:
+            data = load_toml(path)
+        for name, raw in data.items():
+            model, names = model_from_table(name, Table(raw, f"{entry.name}: [{name}]"))
+            for key in (name, *names):
+                if key in models or key in aliases:
+                    raise ConfigError(f"model catalog: {key!r} is defined twice ({entry.name})")
+            models[name] = model
+            aliases.update({alias: name for alias in names})
+    return MappingProxyType(models), MappingProxyType(aliases)
+
+
+def list_models() -> tuple[Transformer, ...]:
+    """Every built-in model, in catalog order."""
+    return tuple(_catalog()[0].values())
+
+
+def model_aliases() -> Mapping[str, str]:
+    """Alias -> catalog name (``"llama3.1-8b" -> "llama3-8b"``)."""
+    return _catalog()[1]
+
+
+def load_model_toml(path: str | Path) -> Transformer:
+    """A user's model from a TOML file holding exactly one model table."""
+    path = Path(path)
+    data = load_toml(path)
+    if len(data) != 1:
+        raise ConfigError(f"{path}: expected exactly one model table such as [my-model], found "
+                          f"{len(data)} ({', '.join(data) or 'none'})")
+    name, raw = next(iter(data.items()))
+    return model_from_table(name, Table(raw, f"{path}: [{name}]"))[0]
+
+
+def _looks_like_path(text: str) -> bool:
+    return "/" in text or "\\" in text or text.endswith((".json", ".toml")) or Path(text).exists()
+
+
+def get_model(name_or_path: str | Path | Transformer) -> Transformer:
+    """A model by catalog name or alias (case-insensitive), or from a path: a Hugging Face
+    ``config.json`` (or the folder holding it) or a model TOML file.
+
+    Unknown names raise :class:`UnknownNameError` with the closest names.
+    """
+    if isinstance(name_or_path, Transformer):
+        return name_or_path
+    text = str(name_or_path).strip()
+    models, aliases = _catalog()
+    key = text.lower()
+    if key in models:
+        return models[key]
+    if key in aliases:
+        return models[aliases[key]]
+    if isinstance(name_or_path, Path) or _looks_like_path(text):
+        path = Path(text).expanduser()
+        if path.suffix == ".toml":
+            return load_model_toml(path)
+        from willitscale.workload.hf import load_hf_config
+
+        return load_hf_config(path)
+    raise UnknownNameError("model", text, [*models, *aliases])

@@ -1,0 +1,202 @@
+"""Training FLOPs per token, counting every matrix multiply.
+
+A matmul of ``(m x k) @ (k x n)`` is ``m k n`` multiply-adds = ``2 m k n`` FLOPs. Per token
+and per layer, forward:
+
+==================  =========================================  ================================
+part                FLOPs per token                            note
+==================  =========================================  ================================
+q, k, v             ``2 h (q_dim + 2 kv_dim)``                 GQA shrinks k and v
+scores ``Q K^T``    ``2 keys q_dim``                           ``keys`` = keys each query sees
+values ``A V``      ``2 keys q_dim``                           GQA does not shrink these two
+output proj.        ``2 q_dim h``
+MLP                 ``2 (2 or 3) h ffn x top_k``               gated MLPs have 3 matrices
+router              ``2 h experts``                            MoE only
+LM head             ``2 h vocab``                              once, after the last layer
+==================  =========================================  ================================
+
+``keys`` is the sequence length (``min(seq_len, sliding_window)``): the causal mask is counted
+as **full** by default, as Megatron-LM (Narayanan et al. 2021, appendix) and PaLM (Chowdhery et
+al. 2022, appendix B: ``6N + 12 L H Q T``) count it, so that model FLOPs and MFU compare across
+papers. ``causal=True`` counts only the unmasked half, ``(s + 1) / 2`` keys per query, which is
+closer to what a kernel that skips masked blocks executes.
+
+Backward is twice the forward (a gradient for the input and one for the weight of every
+matmul), so **model FLOPs** = 3 x forward. **Hardware FLOPs** (what runs) add recomputation:
+``full`` reruns each layer's forward (4x the layers; the LM head is not recomputed), ``selective``
+reruns only the attention core, ``Q K^T`` and ``A V`` (Korthikanti et al. 2022, section 4.2),
+and a FlashAttention backward recomputes ``Q K^T`` once more (its backward is 2.5x its forward:
+Dao 2023, FlashAttention-2, section 3.1). Embedding lookups, norms, softmax, activation
+functions and bias adds are not matmuls and are not counted (< 1% for the catalog models).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from willitscale.errors import ConfigError
+from willitscale.workload.arrays import float_or_array
+from willitscale.workload.transformer import Transformer
+
+__all__ = [
+    "RECOMPUTE",
+    "LayerFlops",
+    "TrainingFlops",
+    "keys_per_query",
+    "layer_forward_flops",
+    "training_flops",
+    "recompute_flops",
+    "check_recompute",
+    "recompute_choice",
+]
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+def check_recompute(recompute):
+    """``recompute`` (a mode name or an array of them) if every value is one of
+    :data:`RECOMPUTE`, else a :class:`ConfigError`."""
+    if not np.all(np.isin(np.asarray(recompute, dtype=object), RECOMPUTE)):
+        raise ConfigError("recompute", recompute, "one of " + ", ".join(RECOMPUTE))
+    return recompute
+
+
+def recompute_choice(recompute, none, selective, full):
+    """``none``, ``selective`` or ``full`` picked per element of ``recompute`` (str or array)."""
+    check_recompute(recompute)
+    if isinstance(recompute, str):
+        return {"none": none, "selective": selective, "full": full}[recompute]
+    mode = np.asarray(recompute)
+    return np.where(mode == "full", full, np.where(mode == "selective", selective, none))
+
+
+def keys_per_query(seq_len, window: int | None = None, *, causal: bool = False):
+    """Keys each query attends to, averaged over the sequence (numpy-friendly in ``seq_len``).
+
+    Full counting: ``min(s, w)``. Causal: query ``i`` (1-based) sees ``min(i, w)`` keys, so the
+    mean is ``(s + 1) / 2`` without a window and ``(w (w + 1) / 2 + (s - w) w) / s`` with one.
+    """
+    s = np.asarray(seq_len, dtype=float)
+    if np.any(s < 1):
+        raise ConfigError("seq_len", seq_len, "an integer >= 1")
+    w = s if window is None else np.minimum(s, float(window))
+    if not causal:
+        return float_or_array(w)
+    return float_or_array((w * (w + 1) / 2 + (s - w) * w) / s)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerFlops:
+    """Forward FLOPs per token of one transformer layer, by matmul."""
+
+    qkv: float
+    scores: float  #: Q K^T
+    values: float  #: softmax(Q K^T) V
+    attention_output: float
+    mlp: float  #: top_k experts for MoE
+    router: float
+
+    @property
+    def attention_core(self):
+        """Q K^T and A V: what selective recomputation reruns."""
+        return self.scores + self.values
+
+    @property
+    def total(self):
+        """All matmuls of the layer."""
+        return self.qkv + self.scores + self.values + self.attention_output + self.mlp + self.router
+
+
+def layer_forward_flops(model: Transformer, seq_len, *, causal: bool = False) -> LayerFlops:
+    """Forward FLOPs per token of one layer for sequences of ``seq_len`` tokens."""
+    h, q, kv = model.hidden, model.q_dim, model.kv_dim
+    keys = keys_per_query(seq_len, model.sliding_window, causal=causal)
+    mlp_matrices = 3 if model.gated_mlp else 2
+    return LayerFlops(
+        qkv=2.0 * h * (q + 2 * kv),
+        scores=float_or_array(2.0 * np.asarray(keys) * q),
+        values=float_or_array(2.0 * np.asarray(keys) * q),
+        attention_output=2.0 * q * h,
+        mlp=2.0 * mlp_matrices * h * model.ffn_hidden * model.experts_per_token,
+        router=2.0 * h * model.moe_experts,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainingFlops:
+    """FLOPs per token of one training step (forward + backward [+ recomputation]).
+
+    ``model_*`` are model FLOPs (3 x forward: what MFU counts); ``hardware_*`` are executed
+    FLOPs (model + recomputation). Multiply a ``*_per_token`` by ``seq_len`` for a sequence.
+    Fields are floats, or arrays when ``seq_len`` was an array.
+    """
+
+    seq_len: object
+    recompute: object  #: mode name, or array of them
+    causal: bool
+    flash_attention: bool
+    layers: int
+    layer_forward: LayerFlops
+    layer_forward_per_token: object  #: one layer, forward
+    layer_backward_per_token: object  #: one layer, backward incl. recomputation (hardware)
+    layer_recompute_per_token: object  #: one layer, recomputation alone
+    layer_model_per_token: object  #: one layer, 3 x forward
+    layer_hardware_per_token: object  #: one layer, forward + backward + recomputation
+    lm_head_forward_per_token: float
+    lm_head_per_token: float  #: LM head, 3 x forward (never recomputed)
+    forward_per_token: object  #: whole model, forward
+    model_per_token: object  #: whole model, 3 x forward
+    hardware_per_token: object  #: whole model, executed
+
+    @property
+    def model_per_sequence(self):
+        """Model FLOPs of one sequence of ``seq_len`` tokens."""
+        return float_or_array(np.asarray(self.model_per_token) * np.asarray(self.seq_len))
+
+    @property
+    def hardware_per_sequence(self):
+        """Executed FLOPs of one sequence of ``seq_len`` tokens."""
+        return float_or_array(np.asarray(self.hardware_per_token) * np.asarray(self.seq_len))
+
+
+def recompute_flops(layer: LayerFlops, recompute, flash_attention: bool):
+    """Extra forward FLOPs per token one layer executes for recomputation."""
+    extra = recompute_choice(recompute, 0.0, layer.attention_core, layer.total)
+    # FlashAttention's backward recomputes Q K^T from Q, K and the saved softmax statistics.
+    return float_or_array(extra + (layer.scores if flash_attention else 0.0))
+
+
+def training_flops(model: Transformer, seq_len=None, *, recompute="none",
+                   causal: bool = False, flash_attention: bool = True) -> TrainingFlops:
+    """Training FLOPs per token of ``model`` (numpy-friendly in ``seq_len``).
+
+    ``seq_len`` defaults to the model's training sequence length. ``recompute`` is one of
+    ``none``, ``selective``, ``full`` (or an array of them, broadcast against ``seq_len``); ``causal`` counts only unmasked attention scores;
+    ``flash_attention`` adds the ``Q K^T`` its backward reruns to the hardware FLOPs.
+    """
+    seq_len = model.seq_len if seq_len is None else seq_len
+    layer = layer_forward_flops(model, seq_len, causal=causal)
+    fwd = layer.total
+    extra = recompute_flops(layer, recompute, flash_attention)
+    head = 2.0 * model.hidden * model.vocab
+    layers = model.layers
+    return TrainingFlops(
+        seq_len=seq_len,
+        recompute=recompute,
+        causal=causal,
+        flash_attention=flash_attention,
+        layers=layers,
+        layer_forward=layer,
+        layer_forward_per_token=fwd,
+        layer_backward_per_token=float_or_array(2 * np.asarray(fwd) + extra),
+        layer_recompute_per_token=extra,
+        layer_model_per_token=float_or_array(3 * np.asarray(fwd)),
+        layer_hardware_per_token=float_or_array(3 * np.asarray(fwd) + extra),
+        lm_head_forward_per_token=head,
+        lm_head_per_token=3 * head,
+        forward_per_token=float_or_array(layers * np.asarray(fwd) + head),
+        model_per_token=float_or_array(3 * (layers * np.asarray(fwd) + head)),
+        hardware_per_token=float_or_array(3 * (layers * np.asarray(fwd) + head) + layers * np.asarray(extra)),
+    )
