@@ -20,32 +20,54 @@ __all__ = ["max_min_fair"]
 REL_TOL = 1e-9
 
 
-def max_min_fair(incidence: csr_matrix, capacity: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:
+def _rows(indptr: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Positions in a CSR ``indices``/``data`` array of the entries of rows ``ids``."""
+    starts, ends = indptr[ids], indptr[ids + 1]
+    counts = ends - starts
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+    return np.arange(total) + offsets
+
+
+def max_min_fair(incidence: csr_matrix, capacity: np.ndarray, active: np.ndarray | None = None,
+                 by_link: csr_matrix | None = None) -> np.ndarray:
     """Rates (bytes/s) of each flow (row of ``incidence``, flows x links); inactive flows get 0.
 
     Every active flow must cross at least one link. ``capacity`` is per link (bytes/s, > 0).
+    ``by_link`` (the links x flows transpose, CSR) may be passed in to save its construction.
+
+    All unfrozen flows share one rate, the current *level*; each round raises the level until
+    the next link fills, freezes that link's flows and takes their weight off their other links.
+    A round costs O(live links + entries of the flows it freezes).
     """
-    n_flows = incidence.shape[0]
+    n_flows, n_links = incidence.shape
     rate = np.zeros(n_flows)
     unfrozen = np.ones(n_flows, dtype=bool) if active is None else np.asarray(active, dtype=bool).copy()
     if not unfrozen.any():
         return rate
-    by_link = incidence.T.tocsr()  # links x flows
-    residual = np.asarray(capacity, dtype=np.float64).copy()
-    full_at = REL_TOL * residual
-    crosses = np.diff(incidence.indptr) > 0
-    if np.any(unfrozen & ~crosses):
+    if np.any(unfrozen & (np.diff(incidence.indptr) == 0)):
         raise ValueError("an active flow crosses no link")
-    while unfrozen.any():
-        weight = by_link @ unfrozen.astype(np.float64)  # per link: sum of fractions of unfrozen flows
-        used = weight > 0
-        step = np.min(residual[used] / weight[used])
-        rate[unfrozen] += step
-        residual -= step * weight
-        full = used & (residual <= full_at)
-        if not full.any():  # rounding: freeze at the tightest link
-            full = used & (residual / np.where(used, weight, 1) <= (residual[used] / weight[used]).min())
+    by_link = incidence.T.tocsr() if by_link is None else by_link
+    weight = by_link @ unfrozen.astype(np.float64)  # per link: sum of fractions of unfrozen flows
+    cap = np.asarray(capacity, dtype=np.float64)
+    residual = cap.copy()
+    live = np.flatnonzero(weight > 0)
+    level = 0.0
+    while live.size:
+        share = residual[live] / weight[live]
+        step = max(float(share.min()), 0.0)
+        level += step
+        residual[live] -= step * weight[live]
+        full = live[(residual[live] <= REL_TOL * cap[live]) | (share <= step * (1 + 1e-12))]
         residual[full] = 0.0
-        touched = (incidence @ full.astype(np.float64)) > 0
-        unfrozen &= ~touched
+        flows = by_link.indices[_rows(by_link.indptr, full)]
+        flows = np.unique(flows[unfrozen[flows]])
+        rate[flows] = level
+        unfrozen[flows] = False
+        pos = _rows(incidence.indptr, flows)
+        weight -= np.bincount(incidence.indices[pos], weights=incidence.data[pos], minlength=n_links)
+        weight[full] = 0.0
+        live = live[weight[live] > 1e-12]
     return rate
