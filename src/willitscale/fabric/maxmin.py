@@ -62,8 +62,9 @@ def max_min_fair(incidence: csr_matrix, capacity: np.ndarray, active: np.ndarray
         residual[live] -= step * weight[live]
         full = live[(residual[live] <= REL_TOL * cap[live]) | (share <= step * (1 + 1e-12))]
         residual[full] = 0.0
-        flows = by_link.indices[_rows(by_link.indptr, full)]
-        flows = np.unique(flows[unfrozen[flows]])
+        hit = np.zeros(n_flows, dtype=bool)
+        hit[by_link.indices[_rows(by_link.indptr, full)]] = True
+        flows = np.flatnonzero(hit & unfrozen)
         rate[flows] = level
         unfrozen[flows] = False
         pos = _rows(incidence.indptr, flows)

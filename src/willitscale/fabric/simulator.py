@@ -96,7 +96,7 @@ class _Engine:
         self.t = 0.0
         self.solves = self.simulated = self.reused = 0
         self.seen: dict[tuple, tuple] = {}
-        self._stack: tuple[csr_matrix, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._stack: tuple | None = None
 
     # -- routing of one step ---------------------------------------------------------
     def _route(self, phase: Phase) -> tuple[csr_matrix, np.ndarray]:
@@ -105,8 +105,8 @@ class _Engine:
             return self.routes[id(phase)]
         load = None
         if adaptive and self.blocks:
-            m, _, rem, _ = self._stacked()
-            load = np.asarray(((m > 0).astype(np.float64).T @ (rem > 0).astype(np.float64))).ravel()
+            stack = self._stacked()
+            load = stack[5] @ (stack[2] > 0).astype(np.float64)
         r = self.router.route(phase.src, phase.dst, phase.key, self.routing, load)
         out = (r.matrix(self.topo.links), r.latency)
         if not adaptive:
@@ -130,8 +130,12 @@ class _Engine:
         if self._stack is None:
             b = self.blocks
             rem = np.concatenate([x.remaining for x in b])
-            self._stack = (vstack([x.matrix for x in b], format="csr"), np.concatenate([x.total for x in b]),
-                           rem, np.concatenate([x.latency for x in b]))
+            m = vstack([x.matrix for x in b], format="csr")
+            by_link = m.T.tocsr()
+            ones = by_link.copy()
+            ones.data = np.ones_like(ones.data)
+            self._stack = (m, np.concatenate([x.total for x in b]), rem, np.concatenate([x.latency for x in b]),
+                           by_link, ones)
             off = 0
             for x in b:  # remaining bytes live in the stacked vector from now on
                 n = x.total.size
@@ -187,12 +191,12 @@ class _Engine:
         self.seen[key] = (self.t, reps + m * dr, self.link_bytes.copy(), self.simulated)
 
     def _advance(self) -> None:
-        m, size, rem, lat = self._stacked()
+        m, size, rem, lat, by_link, ones = self._stacked()
         active = rem > 0
-        rate = max_min_fair(m, self.cap, active)
+        rate = max_min_fair(m, self.cap, active, by_link)
         self.solves += 1
-        load = m.T @ rate
-        self.peak = np.maximum(self.peak, np.asarray((m > 0).T @ active.astype(np.int64)).ravel())
+        load = by_link @ rate
+        self.peak = np.maximum(self.peak, (ones @ active.astype(np.float64)).astype(np.int64))
         with np.errstate(divide="ignore"):
             left = np.where(active, rem / np.where(active, rate, 1.0), np.inf)
         dt = float(left.min())
