@@ -37,6 +37,22 @@ _EXPORTS: dict[str, str] = {
     "Infeasible": "willitscale.errors",
     "BenchmarkError": "willitscale.errors",
     "MissingDependency": "willitscale.errors",
+    # hardware
+    "Gpu": "willitscale.hardware",
+    "Link": "willitscale.hardware",
+    "LinkKind": "willitscale.hardware",
+    "Switch": "willitscale.hardware",
+    "Node": "willitscale.hardware",
+    "Cluster": "willitscale.hardware",
+    "Catalog": "willitscale.hardware",
+    "load_catalog": "willitscale.hardware",
+    "get_gpu": "willitscale.hardware",
+    "get_link": "willitscale.hardware",
+    "get_node": "willitscale.hardware",
+    "list_gpus": "willitscale.hardware",
+    "list_links": "willitscale.hardware",
+    "list_nodes": "willitscale.hardware",
+    "build_cluster": "willitscale.hardware",
     # workload
     "Transformer": "willitscale.workload",
     "ParamCount": "willitscale.workload",
@@ -70,6 +86,16 @@ _EXPORTS: dict[str, str] = {
     # collectives
     "Op": "willitscale.collectives",
     "busbw_factor": "willitscale.collectives",
+    "nccl_tests_size": "willitscale.collectives",
+    "Algorithm": "willitscale.collectives",
+    "LinkCost": "willitscale.collectives",
+    "Hierarchy": "willitscale.collectives",
+    "CollectiveCost": "willitscale.collectives",
+    "collective_cost": "willitscale.collectives",
+    "collective_costs": "willitscale.collectives",
+    "fastest": "willitscale.collectives",
+    "Choice": "willitscale.collectives",
+    "NotApplicable": "willitscale.collectives",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from willitscale.errors import WillItScaleError
 
 # The order here is the order of ``willitscale --help``.
-COMMAND_MODULES: tuple[str, ...] = ("model", "fabric")
+COMMAND_MODULES: tuple[str, ...] = ("hardware", "model", "collective", "fabric")
 
 DEBUG_ENV = "WILLITSCALE_DEBUG"
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from willitscale.collectives.ops import Op
 
-__all__ = ["busbw_factor", "algbw", "busbw"]
+__all__ = ["algbw", "busbw", "busbw_factor", "nccl_tests_size"]
 
 
 def busbw_factor(op: Op, n):
@@ -45,3 +45,16 @@ def algbw(size_bytes, time_s):
 def busbw(op: Op, size_bytes, time_s, n):
     """Bus bandwidth in bytes/s: ``algbw x busbw_factor(op, n)``."""
     return algbw(size_bytes, time_s) * busbw_factor(op, n)
+
+
+def nccl_tests_size(op: Op, bytes_per_rank, n):
+    """The size nccl-tests reports (and our cost functions take) for a per-rank buffer.
+
+    ``bytes_per_rank`` is what one rank contributes or keeps: all_gather's input shard,
+    reduce_scatter's output shard, the whole buffer for every other op. nccl-tests reports
+    all_gather by its gathered output and reduce_scatter by its input, both ``n x`` the shard.
+    """
+    op = Op(op)
+    if op in (Op.ALL_GATHER, Op.REDUCE_SCATTER):
+        return bytes_per_rank * n
+    return bytes_per_rank + 0 * n
