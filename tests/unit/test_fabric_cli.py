@@ -17,8 +17,10 @@ def test_acceptance_spray_prints_the_four_numbers(cli):
     d = json.loads(out)
     for key in ("completion_time_s", "busbw_GBps", "max_link_utilization", "mean_link_utilization"):
         assert isinstance(d[key], float)
-    # 8 rings (one per rail), 128 ranks: 254 steps of 1 GB/8/128 at a 50 GB/s NIC + 2 us each
-    assert d["completion_time_s"] == pytest.approx(254 * (1e9 / 8 / 128 / 50e9 + 2e-6))
+    # 8 rings (one per rail), 128 ranks: 254 steps of 1 GB/8/128 at a 50 GB/s NIC; each step
+    # charged the ring's mean hop latency: 16 NIC hops of 2.7 us and 112 NVLink hops of 0.6 us
+    step_latency = (16 * 2.7e-6 + 112 * 0.6e-6) / 128
+    assert d["completion_time_s"] == pytest.approx(254 * (1e9 / 8 / 128 / 50e9 + step_latency))
     assert any("400 Gb/s" in a for a in d["assumptions"])
 
 

@@ -43,11 +43,12 @@ def test_double_binary_trees_are_trees_with_at_most_two_children():
         for parent in (p1, p2):
             assert np.sum(parent < 0) == 1  # one root
             assert np.bincount(parent[parent >= 0], minlength=n).max() <= 2
-        assert depth == int(np.floor(np.log2(n)))  # balanced: floor(log2 n) edges deep
+        assert depth == int(np.ceil(np.log2(n)))  # root 0 has one child: ceil(log2 n) edges deep
+        inner1, inner2 = set(p1[p1 >= 0].tolist()), set(p2[p2 >= 0].tolist())
+        assert len(inner1 & inner2) <= n % 2  # no rank inner in both trees (odd n: at most one)
     p1, p2, _ = double_binary_trees(8)
-    leaves1 = set(range(8)) - set(p1[p1 >= 0].tolist())
-    inner2 = set(p2[p2 >= 0].tolist())
-    assert len(leaves1 & inner2) >= len(leaves1) - 1  # tree 1's leaves are (mostly) tree 2's inner nodes
+    assert set(range(8)) - set(p1[p1 >= 0].tolist()) == {1, 3, 5, 7}  # odd ranks are tree 1's leaves
+    assert set(p2[p2 >= 0].tolist()) == {1, 3, 5, 7}  # and tree 2's inner ranks
 
 
 def test_tree_all_reduce_sends_half_the_buffer_per_tree_edge_each_way():

@@ -123,8 +123,9 @@ def test_spray_splits_evenly_over_spines():
     up = r.link[np.array([t.tiers[t.link_tier[e]] == "leaf->spine" for e in r.link])]
     fr = r.frac[np.isin(r.link, up)]
     assert fr.size == 4 and np.allclose(fr, 1 / 4)
-    # path: NIC (1us) + 2 switch hops (0.5us each) + NIC... = 2us + 2 * 0.5us
-    assert r.latency[0] == pytest.approx(3e-6)
+    # path latency: GPU->leaf and leaf->GPU carry half the NIC's 2.7 us each, plus two
+    # switch-to-switch hops of 0.5 us (defaults)
+    assert r.latency[0] == pytest.approx(2.7e-6 + 2 * 0.5e-6)
 
 
 def test_ecmp_takes_one_path_deterministically():

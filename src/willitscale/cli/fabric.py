@@ -62,8 +62,13 @@ def _topology_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--global-links", type=int, help="dragonfly global links per router")
     g.add_argument("--nodes-per-router", type=int)
     g.add_argument("--dims", help="torus size, e.g. 4x4x4")
-    g.add_argument("--nic", help="NIC bandwidth per GPU, one direction (default 400Gbps)")
-    g.add_argument("--nvlink", help="NVLink bandwidth per GPU, one direction (default 450GB/s)")
+    g.add_argument("--node", help="a catalog node preset (e.g. dgx-h100): GPUs per node, NVLink and NICs")
+    g.add_argument("--nic", help="NIC per GPU: a bandwidth, one direction (default 400Gbps), or a catalog "
+                   "link (ib-ndr, roce-400g, ...)")
+    g.add_argument("--nvlink", help="NVLink per GPU: a bandwidth, one direction (default 450GB/s), or a "
+                   "catalog link (nvlink4, ...)")
+    g.add_argument("--advertised", action="store_true",
+                   help="catalog links at their advertised rate (default: x their achievable efficiency)")
     g.add_argument("--uplink", help="switch-to-switch link bandwidth (default: as --nic)")
     g.add_argument("--nic-latency", help="end to end through one switch (default 2us)")
     g.add_argument("--nvlink-latency", help="GPU to GPU over NVLink (default 1us)")
@@ -100,13 +105,29 @@ def _links(args):
     from willitscale.topology.links import FabricLinks
     from willitscale.units import parse_bandwidth, parse_time
 
+    effective = not args.advertised
     kw = {}
+    if args.node:
+        from willitscale.hardware import get_node
+
+        node = get_node(args.node)
+        base = FabricLinks.from_node(node, effective=effective)
+        kw = {k: getattr(base, k) for k in ("nic_bandwidth", "nic_latency", "nic_name", "nvlink_bandwidth",
+                                            "nvlink_latency", "nvlink_name")}
     for flag, key in (("nic", "nic_bandwidth"), ("nvlink", "nvlink_bandwidth"), ("uplink", "uplink_bandwidth")):
         v = getattr(args, flag)
-        if v is not None:
-            kw[key] = parse_bandwidth(v, field=f"--{flag}")
-            if flag != "uplink":
-                kw[f"{flag}_name"] = v
+        if v is None:
+            continue
+        if flag != "uplink" and not str(v).strip()[:1].isdigit():  # a catalog link name
+            from willitscale.hardware import get_link
+
+            link = get_link(v)
+            one = FabricLinks.from_links(**{flag: link}, effective=effective)
+            kw.update({k: getattr(one, k) for k in (f"{flag}_bandwidth", f"{flag}_latency", f"{flag}_name")})
+            continue
+        kw[key] = parse_bandwidth(v, field=f"--{flag}")
+        if flag != "uplink":
+            kw[f"{flag}_name"] = f"given: {v}"
     for flag in ("nic_latency", "nvlink_latency", "switch_latency"):
         v = getattr(args, flag)
         if v is not None:
@@ -128,6 +149,10 @@ def _spec(args, kind: str):
         v = getattr(args, name)
         if v is not None:
             params[name] = _dims(v) if name == "dims" else v
+        elif name == "gpus_per_node" and args.node and name in KIND_PARAMS.get(kind, ()):
+            from willitscale.hardware import get_node
+
+            params[name] = get_node(args.node).gpus_per_node
         elif name in _DEFAULTS and name in KIND_PARAMS.get(kind, ()) and not (kind == "fat-tree" and name == "nodes"):
             params[name] = _DEFAULTS[name]
     return TopologySpec(kind=kind, params=params, links=_links(args))

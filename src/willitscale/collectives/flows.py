@@ -7,7 +7,8 @@ scattered input) for all_gather and reduce_scatter.
 ==============  ============  ===============================================================
 op              algorithm     flows
 ==============  ============  ===============================================================
-all_reduce      ring          n flows rank i -> i+1 of ``S/n``, ``2(n-1)`` identical steps
+all_reduce      ring          n flows rank i -> i+1 of ``S/n``, ``2(n-1)`` identical steps, each
+                              charged the mean hop latency (the dependency chain walks the ring)
 reduce_scatter  ring          the same, ``n-1`` steps; all_gather likewise
 all_reduce      tree          NCCL double binary tree, pipelined: every tree edge carries
                               ``S/2`` up (reduce) and ``S/2`` down (broadcast) at once; a byte
@@ -54,35 +55,38 @@ def default_algorithm(op: Op) -> str:
 
 
 def _ring_step(ranks: np.ndarray, chunk: float, repeat: int, label: str) -> Phase:
-    return Phase(src=ranks, dst=np.roll(ranks, -1), size=chunk, repeat=repeat, label=label)
+    return Phase(src=ranks, dst=np.roll(ranks, -1), size=chunk, repeat=repeat, latency_mode="mean", label=label)
 
 
 def _btree_parents(n: int) -> np.ndarray:
-    """Parent position of each position 0..n-1 in an in-order balanced binary tree (-1: root)."""
+    """Parent of each rank 0..n-1 in NCCL's binary tree (-1: the root).
+
+    The tree follows the ranks' bits: rank 0 is the root with one child (the highest power of two
+    below n); a rank with lowest set bit ``b`` hangs under ``(r ^ b) | 2b`` (or ``r ^ b`` when that
+    is out of range) and has children ``r - b/2`` and ``r + b/2`` (halving ``b/2`` while out of
+    range). Odd ranks are the leaves.
+    """
     parent = np.full(n, -1, dtype=np.int64)
-    stack = [(0, n - 1, -1)]
-    while stack:
-        lo, hi, par = stack.pop()
-        if lo > hi:
-            continue
-        mid = (lo + hi + 1) // 2
-        parent[mid] = par
-        stack.append((lo, mid - 1, mid))
-        stack.append((mid + 1, hi, mid))
+    for r in range(1, n):
+        low = r & -r
+        up = (r ^ low) | (low << 1)
+        parent[r] = up if up < n else r ^ low
     return parent
 
 
 def double_binary_trees(n: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Parents of ranks 0..n-1 in NCCL's two trees and the trees' depth (edges root to leaf).
 
-    Tree 1 is an in-order balanced binary tree; tree 2 is tree 1 shifted by one rank, so most
-    of tree 1's leaves are inner nodes of tree 2 (Sanders, Speck, Traeff 2009; NCCL 2.4).
+    Tree 2 is tree 1 mirrored (even n) or shifted by one rank (odd n), so tree 1's leaves (odd
+    ranks) are tree 2's inner ranks and a rank is inner in at most one tree (odd n: but one) (Sanders, Speck, Traeff 2009;
+    NCCL 2.4's double binary tree).
     """
     p1 = _btree_parents(n)
-    shift = (np.arange(n) + 1) % n
+    r = np.arange(n)
+    move = n - 1 - r if n % 2 == 0 else (r + 1) % n
     p2 = np.full(n, -1, dtype=np.int64)
     has = p1 >= 0
-    p2[shift[has]] = shift[p1[has]]
+    p2[move[has]] = move[p1[has]]
     depth, pos = 0, np.arange(n)
     while np.any(p1[pos] >= 0):
         pos = np.where(p1[pos] >= 0, p1[pos], pos)
@@ -113,13 +117,14 @@ def _hierarchical(ranks: np.ndarray, size: float, local: int) -> list[Phase]:
         intra_src = grid.reshape(-1)
         intra_dst = np.roll(grid, -1, axis=1).reshape(-1)
         phases.append(Phase(src=intra_src, dst=intra_dst, size=size / local, repeat=local - 1,
-                            label="intra-node reduce_scatter"))
+                            latency_mode="mean", label="intra-node reduce_scatter"))
     if nodes > 1:
         phases.append(Phase(src=grid.reshape(-1), dst=np.roll(grid, -1, axis=0).reshape(-1),
-                            size=size / local / nodes, repeat=2 * (nodes - 1), label="inter-node all_reduce"))
+                            size=size / local / nodes, repeat=2 * (nodes - 1), latency_mode="mean",
+                            label="inter-node all_reduce"))
     if local > 1:
         phases.append(Phase(src=intra_src, dst=intra_dst, size=size / local, repeat=local - 1,
-                            label="intra-node all_gather"))
+                            latency_mode="mean", label="intra-node all_gather"))
     return phases
 
 
@@ -187,5 +192,6 @@ def collective_phases(op: Op | str, size: float, groups: Sequence[Sequence[int]]
                             size=np.concatenate([p.size for p in steps]),
                             key=np.concatenate([np.full(p.flows, k) for p, k in zip(steps, keys)]),
                             repeat=first.repeat, latency_hops=first.latency_hops,
+                            latency_mode=first.latency_mode,
                             extra_latency=first.extra_latency, label=first.label))
     return merged

@@ -40,6 +40,11 @@ class Phase:
     key: np.ndarray | None = None
     repeat: int = 1
     latency_hops: int = 1  #: path latencies a flow pays: 1, or the depth of a pipelined chain/tree
+    #: how a step's latency is charged: ``max`` - the slowest flow's path latency (independent
+    #: transfers); ``mean`` - the mean over the flows (a ring: each step's data depends on the
+    #: previous step's at the upstream rank, so the dependency chain walks the ring and pays each
+    #: hop's latency in turn - NCCL's tuning model, 2(m-1) inter-node and 2(n-m) intra-node hops)
+    latency_mode: str = "max"
     extra_latency: float = 0.0  #: seconds added after the last byte arrives
     label: str = ""
 
@@ -58,6 +63,8 @@ class Phase:
             raise ConfigError(f"phase {self.label!r}: repeat", self.repeat, "an integer >= 1")
         if int(self.latency_hops) != self.latency_hops or self.latency_hops < 1:
             raise ConfigError(f"phase {self.label!r}: latency_hops", self.latency_hops, "an integer >= 1")
+        if self.latency_mode not in ("max", "mean"):
+            raise ConfigError(f"phase {self.label!r}: latency_mode", self.latency_mode, "max or mean")
         if not self.extra_latency >= 0:
             raise ConfigError(f"phase {self.label!r}: extra_latency", self.extra_latency, "seconds >= 0")
         for name, value in (("src", src), ("dst", dst), ("size", size), ("key", key)):

@@ -71,6 +71,7 @@ class _Block:
     latency: np.ndarray
     extra: float
     arrival: float = 0.0
+    mean_latency: float | None = None  # set: the step ends at the last transfer end + this
 
 
 @dataclass(slots=True)
@@ -118,8 +119,11 @@ class _Engine:
         m, lat = self._route(phase)
         lat = lat * phase.latency_hops
         block = _Block(s, m, phase.size, phase.size.copy(), lat, phase.extra_latency, arrival=self.t)
+        if phase.latency_mode == "mean" and lat.size:
+            block.mean_latency = float(lat.mean())
+            block.arrival = self.t + block.mean_latency
         zero = block.total <= 0
-        if zero.any():
+        if zero.any() and block.mean_latency is None:
             block.arrival = max(block.arrival, float((self.t + lat[zero]).max()))
         st.running = True
         self.blocks.append(block)
@@ -218,7 +222,8 @@ class _Engine:
             n = b.latency.size
             f = finished[off:off + n]
             if f.any():
-                b.arrival = max(b.arrival, float(self.t + lat[off:off + n][f].max()))
+                end = self.t + (b.mean_latency if b.mean_latency is not None else float(lat[off:off + n][f].max()))
+                b.arrival = max(b.arrival, end)
             off += n
 
     def _finish_empty_blocks(self) -> None:

@@ -125,7 +125,8 @@ def call_phases(topology: Topology, call: CollectiveCall) -> list[Phase]:
     if len(phases) == 1 and call.count > 1:
         p = phases[0]
         return [Phase(src=p.src, dst=p.dst, size=p.size, key=p.key, repeat=p.repeat * call.count,
-                      latency_hops=p.latency_hops, extra_latency=p.extra_latency, label=p.label)]
+                      latency_hops=p.latency_hops, latency_mode=p.latency_mode,
+                      extra_latency=p.extra_latency, label=p.label)]
     return phases * call.count
 
 
