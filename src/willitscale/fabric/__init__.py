@@ -24,7 +24,8 @@ _EXPORTS = {
                      "incast_traffic", "jobs_traffic", "ring_order"], "traffic"),
     **dict.fromkeys(["ParallelLayout", "StepComm", "step_traffic"], "step"),
     **dict.fromkeys(["CollectiveReport", "simulate_collective", "SeedSweep", "sweep_seeds", "calls_time",
-                     "collective_time"], "collective"),
+                     "collective_time", "FlowCollectiveModel", "flow_collective_model"], "collective"),
+    "cluster_topology": "cluster",
 }
 
 __all__ = sorted(_EXPORTS)
