@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from willitscale.errors import WillItScaleError
 
 # The order here is the order of ``willitscale --help``.
-COMMAND_MODULES: tuple[str, ...] = ("hardware", "model", "collective", "fabric")
+COMMAND_MODULES: tuple[str, ...] = (
+    "estimate", "scale", "requirements", "size", "hardware", "model", "collective", "fabric",
+)
 
 DEBUG_ENV = "WILLITSCALE_DEBUG"
 

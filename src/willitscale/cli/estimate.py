@@ -1,0 +1,111 @@
+"""``willitscale estimate``: one training step's time, breakdown, bottleneck and timeline.
+
+Also the main job (``willitscale`` with no arguments): :func:`run_default`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from willitscale.cli.scenario_flags import add_scenario_flags, settings_from_args
+
+HELP = "predict one training step: time, breakdown, MFU, memory, bottleneck, timeline"
+
+#: The main job's scenario: the handbook chapter's 2B model (seeds/000) on 8 x A100 80GB nodes
+#: with 200 Gb/s per node, 2 samples of 2048 tokens per GPU, full recomputation, HFU 0.5.
+DEFAULT_SETTINGS = {
+    "name": "the handbook's 2B model on A100 nodes with 200 Gb/s per node (seeds/000)",
+    "params": 2e9, "gpu": "a100-80gb", "gpus_per_node": 8, "inter_node": "200Gbps",
+    "micro_batch": 2, "seq_len": 2048, "hfu": 0.5, "recompute": "full",
+}
+DEFAULT_NODES = (1, 2, 4, 8)
+NEXT_STEPS = (
+    ("willitscale estimate examples/handbook-2b-4nodes.toml --inter-node 400Gbps",
+     "the same job with twice the inter-node bandwidth"),
+    ("willitscale estimate --model gpt2-xl --preset dgx-a100 --nodes 4 --micro-batch 4",
+     "a real model shape on a catalog node (willitscale hardware list)"),
+    ("willitscale scale examples/handbook-2b-4nodes.toml --nodes 1..64",
+     "where scaling stops paying off"),
+    ("willitscale requirements examples/handbook-2b-4nodes.toml --nodes 1..16",
+     "the inter-node bandwidth that keeps communication hidden"),
+    ("willitscale estimate examples/handbook-2b-4nodes.toml --trace step.json",
+     "the step's timeline in https://ui.perfetto.dev"),
+    ("willitscale size --params 175B --tokens 300B --gpu h100 --utilization 0.4 --weeks 4",
+     "how many GPUs a training run needs, and how few can hold it"),
+)
+DEFAULT_ESTIMATE_NODES = 4
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "estimate", help=HELP,
+        description=HELP + ". Example: willitscale estimate --params 2e9 --gpu a100-80gb "
+        "--nodes 4 --gpus-per-node 8 --inter-node 200Gbps --micro-batch 2 --seq-len 2048 "
+        "--hfu 0.5 --recompute full",
+    )
+    add_scenario_flags(p)
+    p.add_argument("--json", action="store_true", help="everything as JSON (unit-named keys)")
+    p.add_argument("--trace", metavar="FILE", help="write the step's timeline as Chrome/Perfetto "
+                                                   "trace JSON (open at https://ui.perfetto.dev)")
+    p.add_argument("--width", type=int, default=64, help="timeline width in characters")
+    p.set_defaults(run=run)
+
+
+def _scenario_json(scenario) -> dict:
+    from willitscale.cli.estimate_text import scenario_line
+
+    plan = scenario.plan
+    return {
+        "name": scenario.name, "summary": scenario_line(scenario),
+        "model": scenario.model.name if scenario.model is not None else None,
+        "params_given": scenario.params, "seq_len": scenario.seq_len, "dtype": scenario.dtype,
+        "nodes": scenario.cluster.nodes, "gpus_per_node": scenario.cluster.node.gpus_per_node,
+        "gpu": scenario.cluster.gpu.name,
+        "plan": {"dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "ep": plan.ep,
+                 "zero": plan.zero, "micro_batch": plan.micro_batch, "grad_accum": plan.grad_accum,
+                 "global_batch": plan.global_batch, "recompute": plan.recompute},
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from willitscale.cli.estimate_text import print_estimate
+    from willitscale.cli.output import print_json
+    from willitscale.plan.build import build_scenario
+    from willitscale.plan.estimate import estimate
+
+    scenario = build_scenario(settings_from_args(args))
+    est = estimate(scenario)
+    if args.trace:
+        from willitscale.report.trace import write_chrome_trace
+
+        path = write_chrome_trace(est.timeline, args.trace)
+        print(f"trace written to {path} (open it at https://ui.perfetto.dev)", file=sys.stderr)
+    if args.json:
+        print_json({**est.to_json(), "scenario": _scenario_json(scenario)})
+    else:
+        print_estimate(est, scenario, width=args.width)
+    return 0
+
+
+def run_default() -> int:
+    """The main job: the default scenario's estimate on 4 nodes, then its scaling table."""
+    from rich.markup import escape
+
+    from willitscale.cli.estimate_text import print_estimate
+    from willitscale.cli.output import console
+    from willitscale.cli.scale import print_scaling
+    from willitscale.plan.build import build_scenario
+    from willitscale.plan.estimate import estimate
+    from willitscale.plan.scaling import scaling_rows
+
+    out = console()
+    out.print(f"[bold]willitscale[/bold] — {DEFAULT_SETTINGS['name']}\n")
+    scenario = build_scenario({**DEFAULT_SETTINGS, "nodes": DEFAULT_ESTIMATE_NODES})
+    print_estimate(estimate(scenario), scenario, brief=True)
+    out.print()
+    print_scaling(scaling_rows(DEFAULT_SETTINGS, DEFAULT_NODES), title="Scaling: 1 to 8 nodes")
+    out.print("\n[bold]Next[/bold] (your scenario: flags or a TOML file, see examples/):")
+    for command, what in NEXT_STEPS:
+        out.print(f"  {escape(command)}\n      [dim]{what}[/dim]")
+    return 0

@@ -1,0 +1,87 @@
+"""The scenario flags shared by ``estimate``, ``scale`` and ``requirements``.
+
+Every flag maps to one setting of :mod:`willitscale.plan.settings`; a scenario TOML file (given
+as the positional argument or ``--scenario``) supplies defaults that flags override.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["add_scenario_flags", "settings_from_args"]
+
+# flag dest -> setting name (when they differ)
+_DEST_TO_SETTING = {"step_time_one_gpu": "step_time_one_gpu"}
+
+
+def add_scenario_flags(parser: argparse.ArgumentParser, *, nodes_help: str | None = None) -> None:
+    """Add the model, cluster, training, DDP, data and measurement flags to ``parser``."""
+    parser.add_argument("scenario_file", nargs="?", metavar="SCENARIO.toml",
+                        help="a scenario file (see examples/); flags override its values")
+    parser.add_argument("--scenario", dest="scenario_flag", metavar="FILE",
+                        help="a scenario file (same as the positional argument)")
+    m = parser.add_argument_group("model (one of)")
+    m.add_argument("--model", help="catalog name (gpt2-large, llama3-8b, ...) or a HF config.json")
+    m.add_argument("--params", help="parameter count only, back-of-envelope: 2e9, 7B")
+    c = parser.add_argument_group("cluster")
+    c.add_argument("--preset", help="a catalog cluster or node preset")
+    c.add_argument("--gpu", help="catalog GPU name, e.g. a100-80gb, h100-sxm")
+    c.add_argument("--nodes", help=nodes_help or "number of nodes")
+    c.add_argument("--gpus-per-node", help="GPUs per node")
+    c.add_argument("--intra-node", help="GPU link inside a node: catalog name or bandwidth per GPU")
+    c.add_argument("--inter-node", help="per node: catalog NIC name, 200Gbps, or 8x400Gbps")
+    t = parser.add_argument_group("training")
+    t.add_argument("--seq-len", help="tokens per sample")
+    t.add_argument("--micro-batch", help="samples per GPU per forward/backward")
+    t.add_argument("--global-batch", help="samples per optimizer step over all GPUs (strong scaling)")
+    t.add_argument("--grad-accum", help="micro-steps per optimizer step")
+    t.add_argument("--recompute", choices=("none", "selective", "full"), help="activation recomputation")
+    t.add_argument("--dtype", help="compute dtype, selects the GPU peak (default bf16)")
+    eff = t.add_mutually_exclusive_group()
+    eff.add_argument("--hfu", help="fraction of dense peak on executed FLOPs, recomputation included")
+    eff.add_argument("--mfu", help="fraction of dense peak on model FLOPs (recomputation not counted)")
+    t.add_argument("--memory-convention", help="training-state bytes per parameter convention")
+    p = parser.add_argument_group("parallelism (model parallelism comes with issue 4)")
+    for name in ("dp", "tp", "pp", "cp", "ep"):
+        p.add_argument(f"--{name}", help=f"{name.upper()} degree")
+    p.add_argument("--zero", help="ZeRO stage 0-3")
+    d = parser.add_argument_group("DDP gradient synchronisation")
+    d.add_argument("--no-overlap", dest="overlap", action="store_const", const="false",
+                   help="all-reduce after backward instead of during it")
+    d.add_argument("--bucket-cap", help="DDP bucket cap (default 25MiB, PyTorch's bucket_cap_mb=25)")
+    d.add_argument("--first-bucket", help="first bucket cap (default 1MiB)")
+    d.add_argument("--grad-reduce-dtype", choices=("fp32", "bf16", "fp16"),
+                   help="dtype of the all-reduced gradients (default fp32, as PyTorch AMP)")
+    d.add_argument("--overlap-slowdown", help="extra compute seconds per second of overlapped "
+                                              "communication (default 0.19)")
+    s = parser.add_argument_group("data loading (step 0)")
+    s.add_argument("--sample-bytes", help="bytes read from storage per sample")
+    s.add_argument("--storage-bandwidth", help="storage bandwidth into each node, e.g. 10GB/s")
+    s.add_argument("--data-not-overlapped", dest="data_overlapped", action="store_const",
+                   const="false", help="load each step's data before its compute (no prefetch)")
+    x = parser.add_argument_group("measurements (calibration)")
+    x.add_argument("--compute-time-per-step", "--step-time-one-gpu", dest="step_time_one_gpu",
+                   help="measured time of one step on one GPU alone, same per-GPU batch (e.g. 0.2249s)")
+    x.add_argument("--allreduce-time", help="measured time of one gradient all-reduce, e.g. 0.12s")
+    x.add_argument("--allreduce-size", help="bytes of that measured all-reduce (default: the gradients)")
+    x.add_argument("--calibration", help="a calibration file (efficiencies fitted to measurements)")
+
+
+def settings_from_args(args: argparse.Namespace, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The settings the flags give (file values first, flags on top), parsed to SI."""
+    from willitscale.errors import ConfigError
+    from willitscale.plan.settings import SETTINGS, load_settings, merge_settings, parse_setting
+
+    files = [f for f in (args.scenario_file, args.scenario_flag) if f]
+    if len(files) > 1:
+        raise ConfigError("give the scenario file once (positional or --scenario), not both")
+    base = load_settings(files[0]) if files else {}
+    flags: dict[str, Any] = {}
+    for name in SETTINGS:
+        if name in skip:
+            continue
+        value = getattr(args, _DEST_TO_SETTING.get(name, name), None)
+        if value is not None:
+            flags[name] = parse_setting(name, value, field="--" + name.replace("_", "-"))
+    return merge_settings(base, flags)

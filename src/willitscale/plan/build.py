@@ -1,0 +1,114 @@
+"""Settings (from flags and scenario files) into a validated :class:`Scenario`.
+
+Catalog names are resolved here (models, GPUs, links, node presets); every default filled in is
+recorded in ``Scenario.defaults_applied`` so the report can say what was assumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from willitscale.errors import ConfigError
+from willitscale.plan.efficiency import Efficiency
+from willitscale.plan.plan import Plan, resolve_batch
+from willitscale.plan.scenario import DataLoading, DdpOptions, Measured, Scenario
+
+__all__ = ["build_scenario", "build_plan"]
+
+_DDP_KEYS = {"overlap": "overlap", "bucket_cap": "bucket_cap", "first_bucket": "first_bucket",
+             "grad_reduce_dtype": "grad_reduce_dtype", "overlap_slowdown": "overlap_slowdown"}
+
+
+def _model(settings: Mapping[str, Any]):
+    if settings.get("model") is not None and settings.get("params") is not None:
+        raise ConfigError("give either --model (a shape) or --params (a count), not both")
+    if settings.get("model") is not None:
+        from willitscale.workload import get_model
+
+        return get_model(settings["model"]), None
+    if settings.get("params") is not None:
+        return None, float(settings["params"])
+    raise ConfigError("no model: give --model NAME (or a HF config.json) or --params COUNT")
+
+
+def _cluster(settings: Mapping[str, Any]):
+    from willitscale.hardware import build_cluster
+
+    return build_cluster(
+        preset=settings.get("preset"), gpu=settings.get("gpu"), nodes=settings.get("nodes", 1),
+        gpus_per_node=settings.get("gpus_per_node"), intra_node=settings.get("intra_node"),
+        inter_node=settings.get("inter_node"))
+
+
+def build_plan(settings: Mapping[str, Any], gpus: int) -> Plan:
+    """The plan for ``gpus`` GPUs: ``dp`` fills what the model-parallel degrees leave."""
+    degrees = {k: settings.get(k, 1) for k in ("tp", "pp", "cp", "ep")}
+    model_parallel = degrees["tp"] * degrees["pp"] * degrees["cp"]
+    dp = settings.get("dp")
+    if dp is None:
+        if gpus % model_parallel:
+            raise ConfigError(f"tp*pp*cp = {model_parallel} does not divide the cluster's {gpus} GPUs")
+        dp = gpus // model_parallel
+    micro, accum = resolve_batch(dp=dp, micro_batch=settings.get("micro_batch"),
+                                 global_batch=settings.get("global_batch"),
+                                 grad_accum=settings.get("grad_accum"))
+    return Plan(dp=dp, **degrees, zero=settings.get("zero", 0), micro_batch=micro, grad_accum=accum,
+                recompute=settings.get("recompute", "none"),
+                pp_schedule=settings.get("pp_schedule", "1f1b"),
+                virtual_stages=settings.get("virtual_stages", 1),
+                sequence_parallel=settings.get("sequence_parallel", False))
+
+
+def _efficiency(settings: Mapping[str, Any]) -> Efficiency | None:
+    if settings.get("hfu") is not None and settings.get("mfu") is not None:
+        raise ConfigError("give either --hfu or --mfu, not both: they count different FLOPs")
+    for kind in ("hfu", "mfu"):
+        if settings.get(kind) is not None:
+            return Efficiency(kind=kind, value=float(settings[kind]), source="given")
+    return None
+
+
+def _data(settings: Mapping[str, Any]) -> DataLoading | None:
+    given = [k for k in ("sample_bytes", "storage_bandwidth") if settings.get(k) is not None]
+    if not given:
+        return None
+    if len(given) == 1:
+        raise ConfigError("data loading needs both --sample-bytes and --storage-bandwidth")
+    return DataLoading(sample_bytes=settings["sample_bytes"],
+                       storage_bandwidth=settings["storage_bandwidth"],
+                       overlapped=settings.get("data_overlapped", True))
+
+
+def _calibration(settings: Mapping[str, Any]):
+    path = settings.get("calibration")
+    if path is None:
+        return None
+    from willitscale.hardware.calibration import load_calibration
+
+    return load_calibration(path)
+
+
+def build_scenario(settings: Mapping[str, Any]) -> Scenario:
+    """A validated :class:`Scenario` from a settings mapping (see :mod:`willitscale.plan.settings`)."""
+    model, params = _model(settings)
+    cluster = _cluster(settings)
+    defaults: list[str] = list(getattr(cluster, "assumptions", ()))
+    seq_len = settings.get("seq_len")
+    if seq_len is None:
+        if model is None:
+            raise ConfigError("--params needs --seq-len (tokens per sample)")
+        seq_len = model.seq_len
+        defaults.append(f"seq_len {seq_len}: {model.name}'s training sequence length")
+    if settings.get("micro_batch") is None and settings.get("global_batch") is None:
+        defaults.append("micro-batch 1 per GPU (give --micro-batch or --global-batch)")
+    ddp = DdpOptions(**{v: settings[k] for k, v in _DDP_KEYS.items() if settings.get(k) is not None})
+    measured = Measured(step_time_one_gpu=settings.get("step_time_one_gpu"),
+                        allreduce_time=settings.get("allreduce_time"),
+                        allreduce_size=settings.get("allreduce_size"))
+    return Scenario(
+        name=settings.get("name", ""), model=model, params=params, cluster=cluster,
+        plan=build_plan(settings, cluster.gpus), seq_len=int(seq_len),
+        dtype=settings.get("dtype", "bf16"), efficiency=_efficiency(settings),
+        memory_convention=settings.get("memory_convention", ""), ddp=ddp, data=_data(settings),
+        measured=measured, calibration=_calibration(settings), defaults_applied=tuple(defaults))

@@ -1,0 +1,1 @@
+"""Reports: timelines (text lanes, Chrome/Perfetto trace), tables and plots."""
