@@ -26,6 +26,7 @@ _EXPORTS = {
     **dict.fromkeys(["CollectiveReport", "simulate_collective", "SeedSweep", "sweep_seeds", "calls_time",
                      "collective_time", "FlowCollectiveModel", "flow_collective_model"], "collective"),
     "cluster_topology": "cluster",
+    "FlowNetwork": "backend",
 }
 
 __all__ = sorted(_EXPORTS)
