@@ -190,7 +190,7 @@ def _print_topology(topo, file=None) -> None:
     from willitscale.cli.output import console, print_table
 
     params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in topo.params.items())
-    print_table(f"{topo.kind}: {topo.gpus} GPUs on {topo.nodes} servers, {topo.switches} switches",
+    print_table(f"{topo.kind}: {topo.gpus} GPUs on {topo.nodes} server(s), {topo.switches} switches",
                 ["tier", "directed links", "capacity", "latency", "total"], _summary_rows(topo),
                 units=["", "", "GB/s each way", "us", "TB/s"], caption=params, file=file)
     for a in topo.assumptions:
