@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything the test suite needs, then runs it: `bash scripts/test.sh [pytest args]`.
 # Safe to rerun. System packages (iproute2 for the emulated cluster, python3-simgrid for the
-# fabric cross-check, chromium for the HTML report test) are installed only when running as root with apt; without them those tests skip.
+# fabric cross-check, chromium for the HTML report test) are installed only when running as
+# root with apt; without them those tests skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
