@@ -83,3 +83,16 @@ def test_named_gpu_wins():
     from willitscale.calibrate.compute import catalog_gpu_for
 
     assert catalog_gpu_for("NVIDIA H100 80GB HBM3", "h100-sxm").name == "h100-sxm"
+
+
+def test_two_level_fit_recovers_the_inter_node_link():
+    # 2 nodes x 4 ranks, ring over all 8 (collectives.two_level): 2(n-m) alpha1 + 2(m-1) alpha2
+    # + 2(n-1)/n S / min(B1, B2); inside: 50 GB/s, 2 us; across: 5 GB/s per node, 20 us
+    from willitscale.calibrate.links import Fit, fit_two_level
+
+    n, m = 8, 2
+    t = 2 * (n - m) * 2e-6 + 2 * (m - 1) * 20e-6 + 2 * (n - 1) / n * SIZES / 5e9
+    intra = Fit(latency=2e-6, bandwidth=50e9, rms_error=0.0, points=0)
+    fit = fit_two_level(Op.ALL_REDUCE, SIZES, np.full_like(SIZES, n), t, ranks_per_node=4, intra=intra)
+    assert fit.bandwidth == pytest.approx(5e9, rel=1e-4)
+    assert fit.latency == pytest.approx(20e-6, rel=1e-3)
