@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 apt_packages=()
 command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || apt_packages+=(iproute2)
+command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)
 if [ "${#apt_packages[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing system packages: ${apt_packages[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null
