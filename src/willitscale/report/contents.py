@@ -12,7 +12,8 @@ from typing import Any
 
 from willitscale.units import format_bandwidth, format_time
 
-__all__ = ["ReportContents", "build_contents", "default_sweep", "verdict", "what_would_change"]
+__all__ = ["ReportContents", "build_contents", "default_sweep", "verdict", "what_would_change",
+           "levers"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,6 +31,8 @@ class ReportContents:
     share: float = 0.05  #: exposed-communication share the requirements aim for
     command: str = ""  #: the command that made the report
     plans: tuple[Mapping[str, Any], ...] = ()  #: the planner's best plans, when it ran
+    #: (change, estimate with it): the same job with one lever moved, computed, not guessed
+    what_ifs: tuple[tuple[str, Any], ...] = ()
 
     @property
     def efficiency(self) -> float | None:
@@ -87,10 +90,47 @@ def build_contents(settings: Mapping[str, Any], *, sweep: Sequence[int] | None =
                                              max_exposed_share=share)
             reqs.append((p.nodes, needed))
     here = least_link_bandwidth(scenario, max_exposed_share=share)
+    what_ifs = _what_ifs(settings, scenario)
     title = scenario.name or _default_title(scenario, est)
     return ReportContents(title=title, scenario=scenario, estimate=est, one_node=one,
                           sweep=tuple(points), skipped=tuple(skipped), requirements=tuple(reqs),
-                          needed=here, share=share, command=command, plans=tuple(plans))
+                          needed=here, share=share, command=command, plans=tuple(plans),
+                          what_ifs=what_ifs)
+
+
+def _what_ifs(settings: Mapping[str, Any], scenario) -> tuple[tuple[str, Any], ...]:
+    """The job with one lever moved: twice the inter-node bandwidth, gradients reduced in bf16,
+    twice the gradient accumulation. Levers that do not apply (one node, bf16 already, a fixed
+    global batch) or that the model refuses are left out."""
+    from dataclasses import replace
+
+    from willitscale.errors import WillItScaleError
+    from willitscale.plan.build import build_scenario
+    from willitscale.plan.estimate import estimate
+    from willitscale.plan.requirements import scaled_link
+
+    out = []
+    node = scenario.cluster.node
+    if scenario.cluster.nodes > 1:
+        faster = replace(scenario, cluster=replace(scenario.cluster,
+                                                   node=replace(node, nic=scaled_link(node.nic, 2.0))))
+        out.append((f"twice the inter-node bandwidth ({node.nics} x "
+                    f"{format_bandwidth(2 * node.nic.bandwidth, bits=True)} per node)", faster))
+    if scenario.ddp.grad_reduce_dtype == "fp32":
+        out.append(("gradients all-reduced in bf16 (--grad-reduce-dtype bf16)",
+                    {**settings, "grad_reduce_dtype": "bf16"}))
+    if settings.get("global_batch") is None:
+        accum = 2 * scenario.plan.grad_accum
+        out.append((f"a batch per GPU twice as large (--grad-accum {accum})",
+                    {**settings, "grad_accum": accum}))
+    done = []
+    for label, what in out:
+        try:
+            est = estimate(what if not isinstance(what, Mapping) else build_scenario(what))
+        except WillItScaleError:
+            continue
+        done.append((label, est))
+    return tuple(done)
 
 
 def _default_title(scenario, est) -> str:
@@ -138,22 +178,25 @@ def verdict(c: ReportContents) -> str:
 
 
 def what_would_change(c: ReportContents) -> list[str]:
-    """The cheapest changes that flip or improve the verdict: the estimate's computed fixes,
-    the bandwidth that keeps exposed communication under the target share (with the step it
-    gives), and the planner's best plan when it ran."""
-    est = c.estimate
-    out = list(est.bottleneck.fixes)
-    needed, at = c.needed
-    if c.scenario.cluster.nodes > 1 and needed is not None and at is not None:
-        now = c.scenario.cluster.node.inter_node_bandwidth
-        if needed > now * 1.001:
-            out.append(f"inter-node bandwidth {format_bandwidth(needed, bits=True)} per node "
-                       f"(now {format_bandwidth(now, bits=True)}): exposed communication "
-                       f"<= {c.share:.0%} of the step, step {format_time(at.step_time)} instead of "
-                       f"{format_time(est.step_time)} ({at.tokens_per_s / est.tokens_per_s:.2f}x "
-                       "the throughput)")
+    """The cheapest changes that flip the verdict, as the estimate computed them (bandwidth,
+    batch, gradient dtype), then the planner's best plan when it ran."""
+    out = list(c.estimate.bottleneck.fixes)
     if c.plans:
         best = c.plans[0]
         out.append(f"another plan: {best.get('label', 'the planner’s best')} at "
                    f"{best.get('tokens_per_s', 0):,.0f} tokens/s (willitscale plan)")
     return out
+
+
+def levers(c: ReportContents) -> list[tuple[str, Any]]:
+    """``(change, estimate)`` for each lever moved alone, best throughput first: the bandwidth
+    that keeps exposed communication under the target share, then :attr:`what_ifs`."""
+    out: list[tuple[str, Any]] = []
+    needed, at = c.needed
+    if c.scenario.cluster.nodes > 1 and needed is not None and at is not None:
+        now = c.scenario.cluster.node.inter_node_bandwidth
+        if needed > now * 1.001:
+            out.append((f"inter-node bandwidth {format_bandwidth(needed, bits=True)} per node "
+                        f"(exposed communication <= {c.share:.0%})", at))
+    out += list(c.what_ifs)
+    return sorted(out, key=lambda item: -item[1].tokens_per_s)
