@@ -91,3 +91,26 @@ def test_unwritable_html_path_is_a_clear_error(cli, tmp_path, acceptance_flags):
     code, _, err = cli("report", *acceptance_flags, "--sweep", "4",
                        "--html", str(blocker / "sub" / "r.html"))
     assert code != 0 and "--html" in err and "Traceback" not in err
+
+
+
+def test_levers_are_the_estimate_with_one_setting_changed():
+    # "twice the inter-node bandwidth" must be the same job as asking for 400 Gb/s outright,
+    # and "gradients in bf16" the same as --grad-reduce-dtype bf16 (docs/reproductions.md:
+    # 400 Gb/s gives a 0.596 s step)
+    from willitscale.plan.build import build_scenario
+    from willitscale.plan.estimate import estimate
+    from willitscale.report.contents import build_contents, levers
+
+    settings = {"params": 2e9, "gpu": "a100-80gb", "gpus_per_node": 8, "inter_node": "200Gbps",
+                "micro_batch": 2, "seq_len": 2048, "hfu": 0.5, "recompute": "full", "nodes": 4}
+    c = build_contents(settings, sweep=[4])
+    by_label = {label.split(" (")[0]: e for label, e in levers(c)}
+    direct = estimate(build_scenario({**settings, "inter_node": "400Gbps"}))
+    assert by_label["twice the inter-node bandwidth"].step_time == pytest.approx(direct.step_time)
+    assert direct.step_time == pytest.approx(0.596, abs=0.0005)
+    bf16 = estimate(build_scenario({**settings, "grad_reduce_dtype": "bf16"}))
+    assert by_label["gradients all-reduced in bf16"].step_time == pytest.approx(bf16.step_time)
+    # best first, and every lever beats the job as given
+    gains = [e.tokens_per_s for _, e in levers(c)]
+    assert gains == sorted(gains, reverse=True) and min(gains) > c.estimate.tokens_per_s
