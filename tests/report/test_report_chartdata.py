@@ -37,3 +37,13 @@ def test_breakdown_parts_add_up_to_the_step(handbook_estimates):
     # zero everywhere (no data loading modelled, no pipeline) is left out of the legend
     assert "data" not in parts and "bubble" not in parts
     assert {"forward", "backward", "exposed_comms", "optimizer"} <= set(parts)
+
+
+def test_pair_matrix_places_and_groups_bytes():
+    # 4 GPUs: 0->1 carries 5 B, 2->3 carries 7 B, 1->2 carries 1 B; ids are src * 4 + dst
+    from willitscale.report.chartdata import pair_matrix
+
+    m = pair_matrix([1, 11, 6], [5.0, 7.0, 1.0], 4)
+    assert m[0][1] == 5 and m[2][3] == 7 and m[1][2] == 1 and m.sum() == 13
+    # nodes of 2 GPUs: 0->1 and 2->3 stay inside nodes 0 and 1; 1->2 crosses from node 0 to 1
+    assert pair_matrix([1, 11, 6], [5.0, 7.0, 1.0], 4, group=2).tolist() == [[5, 1], [0, 7]]

@@ -62,3 +62,11 @@ def test_without_matplotlib_the_message_says_how_to_install_it(cli, tmp_path, mo
     code, _, err = cli("report", *acceptance_flags, "--html", str(tmp_path / "x.html"))
     assert code != 0 and "willitscale[plot]" in err
     assert not (tmp_path / "x.html").exists()
+
+
+def test_fabric_simulate_plot(cli, tmp_path):
+    code, _, err = cli("fabric", "simulate", "--topology", "rail-optimized", "--nodes", "2",
+                       "--gpus-per-node", "4", "--size", "64MB", "--plot", str(tmp_path))
+    assert code == 0, err
+    for name in ("link-utilization", "traffic-heatmap"):
+        assert (tmp_path / f"{name}.png").exists() and (tmp_path / f"{name}.svg").exists()

@@ -54,3 +54,28 @@ def requirements_plots(directory: str, rows, *, share: float) -> list:
     from willitscale.report.figures import requirements_charts
 
     return write_plots(directory, lambda: requirements_charts(rows, share=share))
+
+
+#: above this many GPUs the traffic heatmap sums each node's GPUs (a picture stays readable)
+MAX_HEATMAP_GPUS = 512
+
+
+def fabric_plots(directory: str, result) -> list:
+    """``fabric simulate --plot``: the link utilisation histogram and the GPU-pair traffic
+    heatmap (Figure 7 of seeds/002) of a :class:`~willitscale.fabric.simulator.SimulationResult`."""
+    from willitscale.fabric.report import link_report
+    from willitscale.report.chartdata import pair_matrix
+    from willitscale.report.plots.fabric import link_utilization_histogram, traffic_heatmap
+
+    def charts():
+        topo = result.topology
+        gpus, per_node = topo.gpus, topo.gpus_per_node
+        group = per_node if gpus > MAX_HEATMAP_GPUS else 1
+        ids, vol = result.traffic.pair_bytes(gpus)
+        matrix = pair_matrix(ids, vol, gpus, group=group)
+        heat = (traffic_heatmap(matrix, gpus_per_node=per_node, unit="bytes")
+                if group == 1 else
+                traffic_heatmap(matrix, unit="bytes", title="Traffic between node pairs"))
+        return [link_utilization_histogram(link_report(result).histogram), heat]
+
+    return write_plots(directory, charts)

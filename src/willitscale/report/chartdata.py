@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 
 __all__ = ["BREAKDOWN_PARTS", "breakdown_parts", "crossover", "ideal_throughput", "efficiency",
-           "memory_parts"]
+           "memory_parts", "pair_matrix"]
 
 #: the breakdown's fields in drawing order (bottom to top), as style meanings
 BREAKDOWN_PARTS = (("data_loading", "data"), ("forward", "forward"), ("backward", "backward"),
@@ -75,3 +75,18 @@ def memory_parts(memories: Sequence) -> dict[str, list[float | None]]:
         "optimizer_states": [m.optimizer for m in memories],
         "activations": [m.activations for m in memories],
     }
+
+
+def pair_matrix(pair_ids, pair_bytes, gpus: int, *, group: int = 1):
+    """Dense ``(gpus/group) x (gpus/group)`` bytes matrix from ``(src * gpus + dst, bytes)`` pairs
+    (what :meth:`willitscale.fabric.flows.Traffic.pair_bytes` returns); ``group`` > 1 sums
+    blocks of ``group`` GPUs (a node) so a large cluster still fits one picture."""
+    import numpy as np
+
+    ids = np.asarray(pair_ids, dtype=np.int64)
+    vol = np.asarray(pair_bytes, dtype=float)
+    n = -(-gpus // group)
+    src, dst = (ids // gpus) // group, (ids % gpus) // group
+    out = np.zeros((n, n))
+    np.add.at(out, (src, dst), vol)
+    return out

@@ -67,7 +67,15 @@ def traffic_heatmap(matrix, *, gpus_per_node: int | None = None, unit: str = "by
         vmin, vmax = float(positive.min()), float(positive.max())
         norm = LogNorm(vmin=vmin, vmax=vmax if vmax > vmin else vmin * 10)
         image = ax.imshow(masked, cmap=cmap, norm=norm, interpolation="nearest", origin="upper")
-        fig.colorbar(image, ax=ax, label=unit, shrink=0.85)
+        bar = fig.colorbar(image, ax=ax, label=unit, shrink=0.85)
+        from matplotlib.ticker import FuncFormatter
+
+        from willitscale.units import format_size
+
+        sized = FuncFormatter(lambda v, _: format_size(v) if unit.startswith("bytes") else f"{v:g}")
+        bar.ax.yaxis.set_major_formatter(sized)
+        bar.ax.yaxis.set_minor_formatter(sized)
+        bar.ax.tick_params(which="both", labelsize=8)
     else:
         ax.imshow(np.zeros_like(m), cmap="Greys", vmin=0, vmax=1, origin="upper")
     if gpus_per_node and 1 < gpus_per_node < n:
