@@ -56,7 +56,10 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence], *, numeric: Iterabl
 def report_charts(c: ReportContents) -> dict[str, list]:
     """The report's charts by section: timeline, scaling, requirements, memory, plans."""
     from willitscale.report.figures import (
-        cluster_label, memory_chart, scaling_charts, timeline_chart,
+        cluster_label,
+        memory_chart,
+        scaling_charts,
+        timeline_chart,
     )
     from willitscale.report.plots.requirements import bandwidth_requirements
 
