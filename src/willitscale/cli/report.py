@@ -62,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--html", args.html, f"a file that can be written ({exc.strerror})") from exc
     if args.plot:
         write_charts([c for group in charts.values() for c in group], args.plot)
-    print(verdict(contents))
+    from rich.markup import escape
+
+    from willitscale.cli.output import console
+
+    console().print(escape(verdict(contents)))
     print(f"report written to {path} ({len(page) / 1e6:.1f} MB, self-contained)", file=sys.stderr)
     return 0
