@@ -70,3 +70,26 @@ def test_fabric_simulate_plot(cli, tmp_path):
     assert code == 0, err
     for name in ("link-utilization", "traffic-heatmap"):
         assert (tmp_path / f"{name}.png").exists() and (tmp_path / f"{name}.svg").exists()
+
+
+def test_plot_helpers_for_bench_validate_and_plan_take_plain_records(tmp_path, capsys):
+    # hand-made records in the JSON shapes those commands print (their CLI wiring lands later)
+    from willitscale.cli.plot_flag import bench_plots, plan_plots, validate_plots
+
+    rows = [{"op": "all_reduce", "ranks": 8, "size_bytes": s, "busbw_GBps": bw, "in_place": ip}
+            for s, bw in ((2**20, 5.0), (2**26, 18.0), (2**30, 20.0)) for ip in (False, True)]
+    paths = bench_plots(str(tmp_path), rows, {"ring": ([2**20, 2**30], [6e9, 21e9])})
+    assert {p.name for p in paths} == {"busbw.png", "busbw.svg"}
+    validate_plots(str(tmp_path), [{"measured_s": 0.1, "predicted_s": 0.11, "in_sample": True},
+                                   {"measured_s": 1.0, "predicted_s": 0.8, "in_sample": False}])
+    assert (tmp_path / "validate.png").exists()
+    gib = 2**30
+    memory = {"weights_bytes": 4 * gib, "gradients_bytes": 8 * gib, "optimizer_bytes": 24 * gib,
+              "activations_bytes": None, "capacity_bytes": 80 * gib}
+    plans = [{"label": f"TP{t} DP{32 // t}", "tokens_per_s": 1e5 / t, "fits": True,
+              "memory": memory, "breakdown_s": {"forward_s": 0.1, "backward_s": 0.3,
+                                                "bubble_s": 0.0, "exposed_comms_s": 0.05 * t}}
+             for t in (1, 2, 4)]
+    plan_plots(str(tmp_path), plans)
+    assert (tmp_path / "plans.png").exists() and (tmp_path / "plans-memory.png").exists()
+    assert "plans.{png,svg}" in capsys.readouterr().err

@@ -79,3 +79,72 @@ def fabric_plots(directory: str, result) -> list:
         return [link_utilization_histogram(link_report(result).histogram), heat]
 
     return write_plots(directory, charts)
+
+
+# -- for commands still landing: plain records in, figures out ---------------------------------
+
+def bench_plots(directory: str, rows, predicted=None) -> list:
+    """``bench collectives --plot``: busbw vs message size, measured (and predicted) on one chart.
+
+    ``rows``: measured records as ``bench --json`` prints them (``op``, ``ranks``,
+    ``size_bytes``, ``busbw_GBps``, optional ``in_place``); one series per (op, ranks), in-place
+    rows left out when out-of-place ones exist. ``predicted``: ``{label: (sizes, busbw in
+    bytes/s)}`` from the model (e.g. the calibration's alpha-beta fit), or None.
+    """
+    from willitscale.report.plots.measurements import busbw_vs_size
+
+    series: dict[str, dict[float, float]] = {}
+    has_out_of_place = any(not r.get("in_place", False) for r in rows)
+    for r in rows:
+        if has_out_of_place and r.get("in_place", False):
+            continue
+        label = f"{r['op']}, {r['ranks']} ranks"
+        series.setdefault(label, {})[float(r["size_bytes"])] = float(r["busbw_GBps"]) * 1e9
+    measured = {k: (sorted(v), [v[s] for s in sorted(v)]) for k, v in series.items()}
+    return write_plots(directory, lambda: [busbw_vs_size(measured, predicted)])
+
+
+def validate_plots(directory: str, rows, *, band: float = 0.10) -> list:
+    """``validate --plot``: predicted vs measured with a ``±band`` error band; ``rows`` as
+    ``validate --json`` prints them (``measured_s``, ``predicted_s``, ``in_sample``)."""
+    from willitscale.report.plots.measurements import predicted_vs_measured
+
+    return write_plots(directory, lambda: [predicted_vs_measured(
+        [float(r["measured_s"]) for r in rows], [float(r["predicted_s"]) for r in rows],
+        in_sample=[bool(r.get("in_sample")) for r in rows], band=band)])
+
+
+def plan_plots(directory: str, plans, *, top: int = 10) -> list:
+    """``plan --plot``: the best plans' step breakdowns, and their memory against HBM.
+
+    ``plans``: records best first, each with ``label`` (e.g. ``"TP2 PP4 DP4 mb2"``),
+    ``tokens_per_s``, ``breakdown_s`` (the estimate's ``Breakdown.to_json()``), optional
+    ``fits`` and optional ``memory`` (``MemoryBreakdown.to_json()``).
+    """
+    from willitscale.report.chartdata import BREAKDOWN_PARTS
+    from willitscale.report.plots.memory import memory_bars
+    from willitscale.report.plots.planner import top_plans
+
+    best = list(plans)[:top]
+
+    def charts():
+        parts = {}
+        for field, meaning in BREAKDOWN_PARTS:
+            values = [float(p["breakdown_s"].get(f"{field}_s", 0.0)) for p in best]
+            if any(values):
+                parts[meaning] = values
+        out = [top_plans([p["label"] for p in best], parts, [p["tokens_per_s"] for p in best],
+                         fits=[p.get("fits") for p in best])]
+        mems = [p["memory"] for p in best if p.get("memory")]
+        if len(mems) == len(best):
+            out.append(memory_bars(
+                [p["label"] for p in best],
+                {"weights": [m["weights_bytes"] for m in mems],
+                 "gradients": [m["gradients_bytes"] for m in mems],
+                 "optimizer_states": [m["optimizer_bytes"] for m in mems],
+                 "activations": [m["activations_bytes"] for m in mems]},
+                [m["capacity_bytes"] for m in mems], title="Memory per GPU, best plans",
+                name="plans-memory"))
+        return out
+
+    return write_plots(directory, charts)
