@@ -10,10 +10,10 @@ from willitscale.topology import parse_routing
 
 def test_cluster_topology_takes_the_nodes_links():
     t = cluster_topology(build_cluster(preset="dgx-h100", nodes=4))
-    # dgx-h100: 8 x ib-ndr (50 GB/s x 0.80 achievable) for 8 GPUs -> 40 GB/s per GPU NIC link
+    # dgx-h100: 8 x ib-ndr (50 GB/s x 0.92 achievable) for 8 GPUs -> 46 GB/s per GPU NIC link
     assert (t.gpus, t.gpus_per_node) == (32, 8)
     nic = t.link_capacity[np.asarray(t.tiers)[t.link_tier] == "gpu->leaf"]
-    assert np.allclose(nic, 40e9)
+    assert np.allclose(nic, 46e9)
 
 
 def test_affine_model_is_exact_for_one_collective():
