@@ -41,6 +41,8 @@ def test_acceptance_report_has_verdict_charts_and_tables(acceptance_html):
     charts = [attrs["data-chart"] for tag, attrs in _tags(text) if tag == "figure"]
     assert {"timeline", "breakdown", "scaling", "comms-vs-compute", "requirements",
             "memory"} <= set(charts)
+    # the footer says how to make it again (the CLI ran in-process: rebuilt from the flags)
+    assert "<code>willitscale report --params 2e9 --gpu a100-80gb --nodes 4" in text
     for heading in ("What would change the verdict", "Where the time goes", "How it scales",
                     "Inputs", "Assumptions and their sources"):
         assert f">{heading}</h2>" in text

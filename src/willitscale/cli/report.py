@@ -34,8 +34,25 @@ def register(subparsers) -> None:
     p.set_defaults(run=run)
 
 
-def _command_line(argv: list[str] | None) -> str:
-    return "willitscale " + shlex.join(sys.argv[1:] if argv is None else argv)
+_SPECIAL = {"scenario_flag": "--scenario", "step_time_one_gpu": "--compute-time-per-step",
+            "overlap": "--no-overlap", "data_overlapped": "--data-not-overlapped"}
+_DEFAULTS = {"max_exposed_share": 0.05, "figure_format": "svg"}
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The command that made the report, for its footer: the real command line when the CLI was
+    run as ``willitscale report ...``, else rebuilt from the parsed flags (called in-process)."""
+    if sys.argv[1:2] == ["report"]:
+        return "willitscale " + shlex.join(sys.argv[1:])
+    words = ["report"] + ([args.scenario_file] if args.scenario_file else [])
+    for dest, value in vars(args).items():
+        if dest in ("run", "command", "scenario_file") or value in (None, False):
+            continue
+        if _DEFAULTS.get(dest) == value:
+            continue
+        flag = _SPECIAL.get(dest, "--" + dest.replace("_", "-"))
+        words += [flag] if value is True or dest in ("overlap", "data_overlapped") else [flag, str(value)]
+    return "willitscale " + shlex.join(words)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     sweep = parse_nodes(args.sweep) if args.sweep else None
     contents = build_contents(settings, sweep=sweep, share=args.max_exposed_share,
-                              command=_command_line(getattr(args, "argv", None)))
+                              command=_command_line(args))
     charts = report_charts(contents)
     page = render_html(contents, figure_format=args.figure_format, charts=charts)
     path = Path(args.html)
