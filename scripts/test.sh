@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 
 apt_packages=()
 command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || apt_packages+=(iproute2)
+command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)
 # SimGrid's Python bindings for Debian's python3: the fabric simulator's cross-check
 /usr/bin/python3 -c "import simgrid" >/dev/null 2>&1 || apt_packages+=(python3-simgrid)
 if [ "${#apt_packages[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

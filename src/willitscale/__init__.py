@@ -123,6 +123,12 @@ _EXPORTS: dict[str, str] = {
     "Timeline": "willitscale.report.timeline",
     "render_timeline": "willitscale.report.timeline",
     "chrome_trace": "willitscale.report.trace",
+    # report: figures and the HTML report
+    "Chart": "willitscale.report.plots.base",
+    "write_charts": "willitscale.report.plots.base",
+    "ReportContents": "willitscale.report.contents",
+    "build_contents": "willitscale.report.contents",
+    "render_html": "willitscale.report.html",
     # fabric: topologies and the flow simulator
     "Topology": "willitscale.topology",
     "FabricLinks": "willitscale.topology",

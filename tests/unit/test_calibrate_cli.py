@@ -98,3 +98,16 @@ def test_both_levels_and_compute(cli, tmp_path):
     cal = load_calibration(out_file)
     # optimizer: 4 ms over 495,104 parameters
     assert cal.compute[0].optimizer_time_per_param == pytest.approx(0.004 / 495_104)
+
+
+def test_plots_of_a_run_and_of_validate(cli, tmp_path):
+    pytest.importorskip("matplotlib")
+    run = _store_run("collectives", _env(2, 1, 25e6), _all_reduce([1e6, 4e6, 16e6], 2, 1e-3, 23.5e6))
+    code, _, err = cli("results", "show", str(run), "--plot", str(tmp_path / "show"))
+    assert code == 0, err
+    assert (tmp_path / "show" / f"busbw-run{run}.png").stat().st_size > 0
+    assert cli("calibrate")[0] == 0
+    code, _, err = cli("validate", "--plot", str(tmp_path / "val"))
+    assert code == 0, err
+    assert {p.name for p in (tmp_path / "val").iterdir()} >= {"validate.png", "validate.svg",
+                                                              "validate-busbw.png"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from willitscale.cli.plot_flag import add_plot_flag
 from willitscale.errors import ConfigError
 
 KINDS = ("rail-optimized", "rail-only", "fat-tree", "dragonfly", "torus", "nvswitch")
@@ -44,6 +45,7 @@ def register(subparsers) -> None:
     _topology_args(m)
     _traffic_args(m)
     m.add_argument("--json", action="store_true")
+    add_plot_flag(m)
     m.set_defaults(run=run_simulate)
     p.set_defaults(run=lambda args: p.print_help() or 0)
 
@@ -262,6 +264,11 @@ def run_simulate(args) -> int:
         out = _simulate_streams(args, topo, size, seeds)
     else:
         out = _simulate_collective(args, topo, size, seeds)
+    result = out.pop("_result")
+    if args.plot:
+        from willitscale.cli.plot_flag import fabric_plots
+
+        fabric_plots(args.plot, result)
     out = {"topology": {k: v for k, v in topo.to_json().items() if k not in ("tiers", "assumptions")}, **out,
            "assumptions": list(topo.assumptions)}
     if args.json:
@@ -295,6 +302,7 @@ def _simulate_collective(args, topo, size, seeds) -> dict:
         out = {"op": rep.call.op.value, "size_bytes": size, "ranks": rep.call.ranks,
                "routing": rep.routing.name, **sweep.to_json()}
     out["traffic_matrix"] = traffic_matrix(rep.result.traffic, topo.gpus).to_json()
+    out["_result"] = rep.result  # for --plot; run_simulate takes it out
     return out
 
 
@@ -344,7 +352,7 @@ def _simulate_streams(args, topo, size, seeds) -> dict:
            "completion_time_s": {"mean": float(times.mean()), "worst": float(times.max())}
            if len(seeds) > 1 else float(times[0]),
            "streams": streams, **link_report(res).to_json(),
-           "traffic_matrix": traffic_matrix(traffic, topo.gpus).to_json()}
+           "traffic_matrix": traffic_matrix(traffic, topo.gpus).to_json(), "_result": res}
     return out
 
 

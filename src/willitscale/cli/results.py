@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["register"]
+from willitscale.cli.plot_flag import add_plot_flag
+
+__all__ = ["register", "busbw_curves"]
 
 
 def register(subparsers) -> None:
@@ -27,6 +29,7 @@ def register(subparsers) -> None:
     p = sub.add_parser("show", help="one run: its environment and its rows")
     p.add_argument("run_id", type=int, nargs="?", help="default: the latest run")
     p.add_argument("--json", action="store_true")
+    add_plot_flag(p)
     p.set_defaults(run=run_show)
 
     p = sub.add_parser("compare", help="repeated runs of one setup: median/min/max, deviating runs")
@@ -118,6 +121,8 @@ def run_show(args: argparse.Namespace) -> int:
 
     with _store() as store:
         run = store.run(args.run_id if args.run_id is not None else store.latest_run_id())
+    if args.plot:
+        _plot_run(args.plot, run)
     if args.json:
         print_json(run)
         return 0
@@ -129,6 +134,33 @@ def run_show(args: argparse.Namespace) -> int:
     title, columns, units, rows = table_of(info.kind, [dict(r) for r in run.rows])
     print_table(title, columns, rows, units=units)
     return 0
+
+
+def busbw_curves(rows, time_key: str = "time_us", scale: float = 1e-6) -> dict:
+    """``{"all_reduce (out-of-place)": (sizes, busbw in bytes/s)}`` from collective rows."""
+    from willitscale.collectives.metrics import busbw
+
+    curves: dict[str, tuple[list, list]] = {}
+    for r in rows:
+        where = f"{r['ranks']} ranks" + (f" on {r['nodes']} nodes" if r.get("nodes") else "")
+        label = f"{r['op']} ({'in-place' if r['in_place'] else 'out-of-place'}, {where})"
+        sizes, bws = curves.setdefault(label, ([], []))
+        sizes.append(r["size_bytes"])
+        bws.append(float(busbw(r["op"], r["size_bytes"], r[time_key] * scale, r["ranks"])))
+    return curves
+
+
+def _plot_run(directory: str, run) -> None:
+    from willitscale.cli.plot_flag import write_plots
+    from willitscale.errors import ConfigError
+
+    if run.info.kind != "collectives":
+        raise ConfigError("--plot", directory, f"a collectives run (run {run.info.id} is {run.info.kind})")
+    from willitscale.report.plots.measurements import busbw_vs_size
+
+    rows = [dict(r) for r in run.rows]
+    write_plots(directory, lambda: [busbw_vs_size(busbw_curves(rows), name=f"busbw-run{run.info.id}",
+                                                  title=f"Bus bandwidth, run {run.info.id}")])
 
 
 def _key_text(kind: str, key: tuple) -> str:

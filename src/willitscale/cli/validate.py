@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from willitscale.cli.plot_flag import add_plot_flag
+
 __all__ = ["register"]
 
 
@@ -21,6 +23,7 @@ def register(subparsers) -> None:
                    help="stored runs to predict (default: every run the calibration can predict)")
     p.add_argument("--calibration", default=None, help="a calibration file (default: the latest)")
     p.add_argument("--json", action="store_true")
+    add_plot_flag(p)
     p.set_defaults(run=run)
 
 
@@ -69,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
     skipped = unreadable + skipped
     errors_in = [abs(r.error) for r in rows if r.in_sample]
     errors_out = [abs(r.error) for r in rows if not r.in_sample]
+    if args.plot and rows:
+        _plot(args.plot, rows)
     summary = {"rows": len(rows), "in_sample": len(errors_in), "out_of_sample": len(errors_out),
                "max_abs_error_in_sample": max(errors_in, default=None),
                "max_abs_error_out_of_sample": max(errors_out, default=None)}
@@ -84,3 +89,29 @@ def run(args: argparse.Namespace) -> int:
     for s in skipped:
         print(f"run {s.run_id} ({s.kind}) not predicted: {s.reason}", file=sys.stderr)
     return 0
+
+
+def _plot(directory: str, rows) -> None:
+    """Predicted vs measured for every row, and busbw vs size, measured and predicted, for
+    the collective runs."""
+    from willitscale.cli.plot_flag import write_plots
+    from willitscale.cli.results import busbw_curves
+
+    def charts():
+        from willitscale.report.plots.measurements import busbw_vs_size, predicted_vs_measured
+
+        out = [predicted_vs_measured([r.measured for r in rows], [r.predicted for r in rows],
+                                     in_sample=[r.in_sample for r in rows], unit="s")]
+        coll = [r for r in rows if r.kind == "collectives"]
+        if coll:
+            def records(seconds):
+                return [{"op": r.details["op"], "size_bytes": r.details["size_bytes"],
+                         "ranks": r.details["ranks"], "nodes": r.details["nodes"],
+                         "in_place": "in-place" in r.point, "t": seconds(r)} for r in coll]
+
+            measured = busbw_curves(records(lambda r: r.measured), time_key="t", scale=1.0)
+            predicted = busbw_curves(records(lambda r: r.predicted), time_key="t", scale=1.0)
+            out.append(busbw_vs_size(measured, predicted, name="validate-busbw"))
+        return out
+
+    write_plots(directory, charts)
