@@ -96,6 +96,12 @@ _EXPORTS: dict[str, str] = {
     "fastest": "willitscale.collectives",
     "Choice": "willitscale.collectives",
     "NotApplicable": "willitscale.collectives",
+    # measurements: calibration (read by the estimate), the results store
+    "Calibration": "willitscale.hardware.calibration",
+    "LinkCalibration": "willitscale.hardware.calibration",
+    "ComputeCalibration": "willitscale.hardware.calibration",
+    "load_calibration": "willitscale.hardware.calibration",
+    "ResultsStore": "willitscale.bench.store",
     # plan: the data-parallel estimate, scaling, requirements, sizing
     "Plan": "willitscale.plan.plan",
     "Scenario": "willitscale.plan.scenario",

@@ -19,7 +19,7 @@ from willitscale.errors import WillItScaleError
 # The order here is the order of ``willitscale --help``.
 COMMAND_MODULES: tuple[str, ...] = (
     "estimate", "scale", "requirements", "size", "report", "hardware", "model", "collective",
-    "fabric",
+    "fabric", "bench", "results", "emulate", "calibrate", "validate",
 )
 
 DEBUG_ENV = "WILLITSCALE_DEBUG"

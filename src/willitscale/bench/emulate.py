@@ -1,0 +1,282 @@
+"""An emulated cluster on one Linux machine: N "nodes" as network namespaces on a bridge.
+
+::
+
+      node 0 (netns)          node 1 (netns)              bridge (netns)
+     ranks 0..R-1            ranks R..2R-1          ┌─────────────────────┐
+     wis0 10.213.0.1 ──veth── n0 ─┐                 │                     │
+                     tbf      tbf └── br0 ── n1 ──veth── wis0 10.213.0.2  │
+                                                          tbf      tbf
+
+Each node's uplink is shaped to ``uplink`` bytes/s in each direction with ``tc tbf`` on both
+ends of its veth (the node's end shapes what it sends, the bridge's end what it receives).
+Ranks of one node talk over that namespace's loopback, unshaped; ranks of different nodes
+cross two shaped veths and the bridge, as inter-node traffic crosses NICs and a switch. The
+kernels here have no ``netem``, so no latency is added: what latency there is comes from the
+real network stack.
+
+The command runs once per node, inside the node's namespace, with ``MASTER_ADDR`` (node 0),
+``MASTER_PORT``, ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME`` (the node's interface),
+``NCCL_HOSTID`` (so NCCL treats the namespaces as different hosts) and the node's place in
+``WILLITSCALE_NNODES``/``WILLITSCALE_NODE_RANK``/``WILLITSCALE_NPROC_PER_NODE`` (read by
+``willitscale bench``) and ``PET_NNODES``/``PET_NODE_RANK``/... (read by torchrun) set.
+
+Namespaces are named ``wis-<pid>-...``: on start, those of a previous run whose process is
+gone (a crash, SIGKILL) are removed first. Teardown (success, failure, Ctrl-C, SIGTERM) stops
+every process left in the namespaces and deletes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from willitscale.errors import BenchmarkError, ConfigError
+from willitscale.units import format_bandwidth
+
+__all__ = ["EmulatedCluster", "check_prerequisites", "cleanup_stale", "PREFIX"]
+
+PREFIX = "wis-"
+SUBNET = "10.213.0"
+IFNAME = "wis0"
+MAX_NODES = 64
+GRACE_S = 10.0
+TBF_LATENCY = "50ms"
+#: tbf's bucket: at least one 64 KiB GSO super-packet plus headroom, or 4 ms at the shaped rate
+MIN_BURST_BYTES = 128 * 1024
+BURST_SECONDS = 0.004
+#: ``ip netns exec NS`` bind-mounts the files of /etc/netns/NS over /etc (iproute2's convention)
+NETNS_ETC = Path("/etc/netns")
+_NAME_RE = re.compile(rf"^{re.escape(PREFIX)}(\d+)-")
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    out = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+    if check and out.returncode != 0:
+        raise BenchmarkError(f"`ip {' '.join(args)}` failed: {out.stderr.strip()}")
+    return out
+
+
+def check_prerequisites() -> None:
+    """Root, ``ip`` and ``tc`` -- or a message saying what is missing."""
+    missing = [tool for tool in ("ip", "tc") if shutil.which(tool) is None]
+    if missing:
+        raise BenchmarkError(f"willitscale emulate needs {' and '.join(missing)} from iproute2 "
+                             "(apt-get install iproute2)")
+    if os.geteuid() != 0:
+        raise BenchmarkError("willitscale emulate needs root to create network namespaces and "
+                             "shape links: run it as root (e.g. sudo -E willitscale emulate ...)")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _namespaces() -> list[str]:
+    out = _ip("netns", "list", check=False).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def _kill_namespace_processes(ns: str) -> None:
+    for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 0.0)):
+        pids = [int(p) for p in _ip("netns", "pids", ns, check=False).stdout.split() if p.isdigit()]
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while pids and time.monotonic() < deadline and any(_pid_alive(p) for p in pids):
+            time.sleep(0.05)
+
+
+def _delete_namespace(ns: str) -> None:
+    _kill_namespace_processes(ns)
+    _ip("netns", "delete", ns, check=False)
+    shutil.rmtree(NETNS_ETC / ns, ignore_errors=True)
+
+
+def cleanup_stale() -> list[str]:
+    """Delete namespaces left by emulations whose process is gone; returns their names."""
+    stale = [ns for ns in _namespaces()
+             if (m := _NAME_RE.match(ns)) and not _pid_alive(int(m[1]))]
+    for ns in stale:
+        _delete_namespace(ns)
+    return stale
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EmulatedCluster:
+    """``nodes`` namespaces of ``ranks_per_node`` ranks each, uplinks shaped to ``uplink``."""
+
+    nodes: int
+    ranks_per_node: int
+    uplink: float  #: bytes/s, one direction
+    uplink_text: str = ""
+    tag: str = ""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise ConfigError("nodes", self.nodes, f"an integer from 1 to {MAX_NODES}")
+        if self.ranks_per_node < 1:
+            raise ConfigError("ranks_per_node", self.ranks_per_node, "an integer >= 1")
+        if self.uplink < 1000:
+            raise ConfigError("uplink", self.uplink_text or self.uplink, "a rate of at least 8kbit")
+        if not self.tag:
+            object.__setattr__(self, "tag", f"{PREFIX}{os.getpid()}")
+
+    # -- names ----------------------------------------------------------------------------
+
+    def node_ns(self, i: int) -> str:
+        return f"{self.tag}-n{i}"
+
+    @property
+    def bridge_ns(self) -> str:
+        return f"{self.tag}-br"
+
+    def address(self, i: int) -> str:
+        return f"{SUBNET}.{i + 1}"
+
+    @property
+    def burst_bytes(self) -> int:
+        return int(max(MIN_BURST_BYTES, self.uplink * BURST_SECONDS))
+
+    # -- build and tear down --------------------------------------------------------------
+
+    def _shape(self, ns: str, dev: str) -> None:
+        rate_bits = int(round(self.uplink * 8))
+        out = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev,
+                              "root", "tbf", "rate", f"{rate_bits}bit", "burst",
+                              str(self.burst_bytes), "latency", TBF_LATENCY],
+                             capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            raise BenchmarkError(f"cannot shape {dev} with tc tbf ({out.stderr.strip()}); "
+                                 "does this kernel have sch_tbf?")
+
+    def _write_hosts(self, ns: str) -> None:
+        """Name every node in the namespace's /etc/hosts (gloo and c10d look peers up)."""
+        etc = NETNS_ETC / ns
+        etc.mkdir(parents=True, exist_ok=True)
+        # the IPv4-mapped IPv6 forms too: c10d's store looks up the peers of its dual-stack socket
+        names = [("127.0.0.1", "localhost")] + [(self.address(i), f"{self.tag}-node{i}")
+                                                for i in range(self.nodes)]
+        lines = [f"{prefix}{addr} {name}" for addr, name in names for prefix in ("", "::ffff:")]
+        (etc / "hosts").write_text("\n".join(lines) + "\n")
+
+    def up(self) -> None:
+        cleanup_stale()
+        _ip("netns", "add", self.bridge_ns)
+        _ip("-n", self.bridge_ns, "link", "add", "br0", "type", "bridge", "forward_delay", "0")
+        _ip("-n", self.bridge_ns, "link", "set", "br0", "up")
+        for i in range(self.nodes):
+            ns, port = self.node_ns(i), f"n{i}"
+            _ip("netns", "add", ns)
+            self._write_hosts(ns)
+            _ip("-n", self.bridge_ns, "link", "add", port, "type", "veth", "peer", "name", IFNAME,
+                "netns", ns)
+            _ip("-n", self.bridge_ns, "link", "set", port, "master", "br0", "up")
+            _ip("-n", ns, "addr", "add", f"{self.address(i)}/24", "dev", IFNAME)
+            _ip("-n", ns, "link", "set", IFNAME, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+            self._shape(ns, IFNAME)
+            self._shape(self.bridge_ns, port)
+
+    def down(self) -> None:
+        for ns in [*(self.node_ns(i) for i in range(self.nodes)), self.bridge_ns]:
+            if ns in _namespaces():
+                _delete_namespace(ns)
+
+    def __enter__(self) -> EmulatedCluster:
+        check_prerequisites()
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    # -- run ------------------------------------------------------------------------------
+
+    def describe(self) -> dict:
+        return {"nodes": self.nodes, "ranks_per_node": self.ranks_per_node,
+                "uplink": self.uplink_text or format_bandwidth(self.uplink, bits=True),
+                "uplink_Bps": self.uplink, "burst_bytes": self.burst_bytes,
+                "shaper": f"tc tbf on both ends of each node's veth, latency {TBF_LATENCY}"}
+
+    def node_env(self, i: int, port: int) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({
+            "MASTER_ADDR": self.address(0), "MASTER_PORT": str(port),
+            "GLOO_SOCKET_IFNAME": IFNAME, "NCCL_SOCKET_IFNAME": IFNAME,
+            "NCCL_HOSTID": f"{self.tag}-node{i}", "NCCL_IB_DISABLE": "1",
+            "WILLITSCALE_NNODES": str(self.nodes), "WILLITSCALE_NODE_RANK": str(i),
+            "WILLITSCALE_NPROC_PER_NODE": str(self.ranks_per_node), "NODE_RANK": str(i),
+            "PET_NNODES": str(self.nodes), "PET_NODE_RANK": str(i),
+            "PET_NPROC_PER_NODE": str(self.ranks_per_node), "PET_MASTER_ADDR": self.address(0),
+            "PET_MASTER_PORT": str(port),
+            "WILLITSCALE_EMULATED": json.dumps({**self.describe(), "node": i}),
+        })
+        return env
+
+    def run(self, command: Sequence[str]) -> int:
+        """Run ``command`` in every node; returns the first failing exit status (or 0)."""
+        argv = [_resolve(command[0]), *command[1:]]
+        # fresh namespaces: nothing listens yet; stay below the ephemeral range (32768-60999)
+        port = random.randint(20000, 32000)
+        procs = [subprocess.Popen(["ip", "netns", "exec", self.node_ns(i), *argv],
+                                  env=self.node_env(i, port)) for i in range(self.nodes)]
+        try:
+            return _wait_all(procs)
+        except KeyboardInterrupt:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGINT)
+            _wait_until(procs, GRACE_S)
+            raise
+
+
+def _resolve(program: str) -> str:
+    """``program`` on PATH, or next to this Python (a venv's ``willitscale`` when the venv is
+    not activated)."""
+    path = os.pathsep.join([os.environ.get("PATH", ""), os.path.dirname(sys.executable)])
+    found = shutil.which(program, path=path)
+    if found is None:
+        raise ConfigError("command", program, "a program on PATH")
+    return found
+
+
+def _wait_until(procs: list[subprocess.Popen], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _wait_all(procs: list[subprocess.Popen]) -> int:
+    """Wait for every node; when one fails, give the others a grace period (they would wait
+    for it forever in a collective), then the teardown stops them."""
+    while any(p.poll() is None for p in procs):
+        if any(p.returncode not in (None, 0) for p in procs):
+            _wait_until(procs, GRACE_S)
+            break
+        time.sleep(0.05)
+    codes = [p.returncode for p in procs]
+    return next((c for c in codes if c not in (0, None)), 0 if None not in codes else 1)

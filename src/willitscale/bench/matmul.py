@@ -1,0 +1,51 @@
+"""The matmul benchmark: achieved FLOP/s of ``(m x k) @ (k x n)`` over sizes and dtypes.
+
+Each rank multiplies on its own device at the same time (as the ranks of a training job do);
+a row's time is the slowest rank's. FLOPs per product: ``2 m n k`` (one multiply and one add
+per term of each of the ``m n`` dot products of length ``k``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from willitscale.bench.options import MatmulOptions
+from willitscale.bench.progress import progress
+from willitscale.bench.records import MatmulRow
+from willitscale.errors import BenchmarkError
+
+__all__ = ["run_matmul"]
+
+
+def _time_products(ctx, a, b, out, iters: int) -> float:
+    torch = ctx.torch
+    ctx.barrier()
+    start = ctx.clock()
+    for _ in range(iters):
+        torch.matmul(a, b, out=out)
+    ctx.sync()
+    return (ctx.clock() - start) / iters
+
+
+def run_matmul(ctx, opts: MatmulOptions, emit: Callable[[MatmulRow], None]) -> None:
+    torch = ctx.torch
+    generator = torch.Generator(device=ctx.device).manual_seed(ctx.rank)
+    total = len(opts.dtypes) * len(opts.shapes)
+    with progress(total, "matmul", show=ctx.rank == 0) as bar:
+        for dtype in opts.dtypes:
+            td = getattr(torch, dtype)
+            for m, n, k in opts.shapes:
+                bar.describe(f"matmul {dtype} {m}x{n}x{k}")
+                try:
+                    a = torch.randn(m, k, device=ctx.device, generator=generator).to(td)
+                    b = torch.randn(k, n, device=ctx.device, generator=generator).to(td)
+                    out = torch.empty(m, n, device=ctx.device, dtype=td)
+                    for _ in range(opts.warmup):
+                        torch.matmul(a, b, out=out)
+                    ctx.sync()
+                except RuntimeError as exc:
+                    raise BenchmarkError(f"matmul of {dtype} {m}x{n}x{k} failed on "
+                                         f"{ctx.device_name}: {exc}") from None
+                seconds = ctx.reduce_time(_time_products(ctx, a, b, out, opts.iters), "max")
+                emit(MatmulRow(m=m, n=n, k=k, dtype=dtype, device=ctx.device_name, time=seconds))
+                bar.advance()

@@ -1,0 +1,39 @@
+"""The models ``willitscale bench train`` can build, as :class:`Transformer` shapes (pure).
+
+The benchmark's model (:mod:`willitscale.bench.gpt`) has the GPT-2 layout, so only GPT-2
+shapes are offered: the four released sizes from the model catalog (Radford et al. 2019,
+Table 2), and two of ours, ``gpt2-tiny`` and ``gpt2-mini``, small enough for a DDP step on a
+CPU with Gloo in seconds. Ours are byte-level (vocab 256) because the benchmark's text is read
+as bytes; the released shapes keep their 50,257-row embedding (so the gradient volume is the
+real one) and see only the byte ids 0-255.
+
+Parameter counts and FLOPs come from :mod:`willitscale.workload` -- the same functions the
+estimate uses -- and ``tests/distributed`` checks them against the built torch module.
+"""
+
+from __future__ import annotations
+
+from willitscale.errors import UnknownNameError
+from willitscale.workload.transformer import Transformer
+
+__all__ = ["BENCH_MODEL_NAMES", "bench_model", "OUR_MODELS"]
+
+OUR_MODELS: dict[str, Transformer] = {
+    "gpt2-tiny": Transformer(name="gpt2-tiny", layers=2, hidden=128, heads=4, vocab=256,
+                             max_positions=512, source="willitscale: a CPU-sized GPT-2 shape"),
+    "gpt2-mini": Transformer(name="gpt2-mini", layers=4, hidden=256, heads=8, vocab=256,
+                             max_positions=512, source="willitscale: a CPU-sized GPT-2 shape"),
+}
+CATALOG_MODELS = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
+BENCH_MODEL_NAMES = (*OUR_MODELS, *CATALOG_MODELS)
+
+
+def bench_model(name: str) -> Transformer:
+    """The shape of bench model ``name`` (one of :data:`BENCH_MODEL_NAMES`)."""
+    if name in OUR_MODELS:
+        return OUR_MODELS[name]
+    if name in CATALOG_MODELS:
+        from willitscale.workload.catalog import get_model
+
+        return get_model(name)
+    raise UnknownNameError("bench model", name, BENCH_MODEL_NAMES)

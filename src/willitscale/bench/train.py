@@ -1,0 +1,118 @@
+"""The training benchmark: one DDP step of a GPT-2-family model, and its parts.
+
+After ``warmup`` steps (DDP rebuilds its gradient buckets after the first), the benchmark
+alternates ``steps`` synchronising steps with ``steps`` steps under ``DDP.no_sync()`` (same
+forward and backward, no gradient all-reduce). Every step starts after a barrier and times,
+with the device synchronised at each boundary:
+
+* forward (the loss), backward, and optimizer (``AdamW.step`` + ``zero_grad``; skipped in the
+  no_sync steps, whose gradients are local);
+* exposed communication = backward of a synchronising step - backward of a no_sync step: the
+  part of the gradient all-reduce the backward pass did not hide.
+
+Each part is the slowest rank's in that step; a row reports the median over steps.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+from collections.abc import Callable
+from contextlib import nullcontext
+
+from willitscale.bench.gpt import GPT, batches, load_text
+from willitscale.bench.models import bench_model
+from willitscale.bench.options import TrainOptions
+from willitscale.bench.progress import progress
+from willitscale.bench.records import TrainRow
+
+__all__ = ["run_train"]
+
+LEARNING_RATE = 3e-4
+
+
+def _build(ctx, opts: TrainOptions):
+    torch = ctx.torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(opts.seed)  # same initial weights on every rank (DDP also broadcasts them)
+    model = GPT(bench_model(opts.model)).to(ctx.device)
+    ddp = DistributedDataParallel(
+        model, device_ids=[ctx.local_rank] if ctx.is_cuda else None,
+        bucket_cap_mb=opts.bucket_bytes / 2**20, gradient_as_bucket_view=True)
+    optimizer = torch.optim.AdamW(ddp.parameters(), lr=LEARNING_RATE)
+    return ddp, optimizer
+
+
+def _autocast(ctx, dtype: str):
+    if dtype == "float32":
+        return nullcontext()
+    return ctx.torch.autocast(device_type=ctx.device.type, dtype=getattr(ctx.torch, dtype))
+
+
+def _step(ctx, ddp, optimizer, data, opts: TrainOptions, *, sync: bool) -> tuple[float, float, float]:
+    """One step; returns this rank's (forward, backward, optimizer) seconds."""
+    x, y = next(data)
+    ctx.barrier()
+    t0 = ctx.clock()
+    with nullcontext() if sync else ddp.no_sync():
+        with _autocast(ctx, opts.dtype):
+            loss = ddp(x, y)
+        ctx.sync()
+        t1 = ctx.clock()
+        loss.backward()
+        ctx.sync()
+        t2 = ctx.clock()
+    if sync:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    ctx.sync()
+    t3 = ctx.clock()
+    return t1 - t0, t2 - t1, t3 - t2
+
+
+def _slowest_median(ctx, local: list[tuple[float, ...]]) -> list[float]:
+    """Per part: the median over steps of the slowest rank's time in that step."""
+    everyone = ctx.gather_objects(local)
+    parts = len(local[0])
+    medians = []
+    for part in range(parts):
+        per_step = [max(rank_times[s][part] for rank_times in everyone) for s in range(len(local))]
+        medians.append(statistics.median(per_step))
+    return medians
+
+
+def _params(shape) -> int:
+    from willitscale.workload.params import param_count
+
+    return param_count(shape).total
+
+
+def run_train(ctx, opts: TrainOptions, emit: Callable[[TrainRow], None], *, nodes: int) -> None:
+    shape = bench_model(opts.model)
+    ddp, optimizer = _build(ctx, opts)
+    data = batches(load_text(), seq_len=opts.seq_len, batch=opts.batch,
+                   seed=opts.seed * 100_003 + ctx.rank, device=ctx.device)
+    synced: list[tuple[float, ...]] = []
+    unsynced: list[tuple[float, ...]] = []
+    with progress(opts.warmup + 2 * opts.steps, f"train {opts.model}", show=ctx.rank == 0) as bar:
+        for _ in range(opts.warmup):
+            _step(ctx, ddp, optimizer, data, opts, sync=True)
+            bar.advance()
+        for _ in range(opts.steps):
+            fwd, bwd, opt = _step(ctx, ddp, optimizer, data, opts, sync=True)
+            synced.append((fwd + bwd + opt, fwd, bwd, opt))
+            bar.advance()
+            unsynced.append(_step(ctx, ddp, optimizer, data, opts, sync=False)[1:2])
+            bar.advance()
+    step, fwd, bwd, opt = _slowest_median(ctx, synced)
+    (bwd_no_sync,) = _slowest_median(ctx, unsynced)
+    # DDP's reducer holds the process group: free it now, not during interpreter shutdown
+    # (where Gloo's threads can be torn down in the wrong order and abort the process)
+    del ddp, optimizer, data
+    gc.collect()
+    emit(TrainRow(model=opts.model, layers=shape.layers, hidden=shape.hidden, heads=shape.heads,
+                  vocab=shape.vocab, seq_len=opts.seq_len, params=_params(shape),
+                  batch_per_rank=opts.batch, ranks=ctx.world_size, nodes=nodes, dtype=opts.dtype,
+                  bucket_bytes=opts.bucket_bytes, device=ctx.device_name, step=step, forward=fwd,
+                  backward=bwd, backward_no_sync=bwd_no_sync, optimizer=opt, steps=opts.steps))

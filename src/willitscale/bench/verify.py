@@ -1,0 +1,147 @@
+"""Exactly checkable collective data: the buffers each op uses and what it must produce.
+
+Every element is a small whole number, ``pattern(rank, i) = (7 i + 13 rank) mod m + 1``, with
+``m`` chosen so that a sum over all ranks stays below the largest integer the dtype holds
+exactly (2^24 for float32, 2^8 for bfloat16, ...). Sums, maxima and minima of such numbers are
+exact in any order, so a result is either bit-identical to the expectation or wrong; the check
+counts wrong elements rather than using a tolerance (as nccl-tests' verifiable data does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from willitscale.bench.options import DTYPES
+from willitscale.bench.sweep import CollectiveShape
+from willitscale.collectives.ops import Op
+from willitscale.errors import ConfigError
+
+__all__ = ["Buffers", "make_buffers", "pattern_modulus", "fill_and_expect", "count_wrong",
+           "IN_PLACE_OPS"]
+
+#: ops for which torch.distributed has an in-place form (output aliases the input)
+IN_PLACE_OPS = (Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER)
+
+
+def pattern_modulus(dtype: str, ranks: int, redop: str) -> int:
+    """The largest ``m <= 64`` whose values 1..m summed over ``ranks`` ranks stay exact."""
+    exact_limit = DTYPES[dtype][1]
+    if redop != "sum":
+        return min(64, exact_limit)
+    m = min(64, exact_limit // ranks)
+    if m < 1:
+        raise ConfigError(f"a sum of {dtype} over {ranks} ranks cannot be checked exactly "
+                          f"(it exceeds {exact_limit}); use a wider --dtype or --check 0")
+    return m
+
+
+def _pattern(torch, device, dtype, rank: int, start: int, count: int, modulus: int):
+    i = torch.arange(start, start + count, device=device, dtype=torch.int64)
+    return ((i * 7 + rank * 13) % modulus + 1).to(dtype)
+
+
+@dataclass(slots=True)
+class Buffers:
+    """The tensors of one op on one rank and the call that runs it once."""
+
+    send: Any
+    recv: Any
+    call: Callable[[], None]
+
+
+def _torch_dtype(torch, name: str):
+    return getattr(torch, name)
+
+
+def make_buffers(ctx, shape: CollectiveShape, dtype: str, *, in_place: bool, redop: str,
+                 root: int) -> Buffers:
+    """Zero-filled buffers for ``shape`` and a closure issuing the collective once."""
+    torch, dist = ctx.torch, ctx.torch.distributed
+    td, dev = _torch_dtype(torch, dtype), ctx.device
+    n, r, op = ctx.world_size, ctx.rank, shape.op
+    red = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[redop]
+    zeros = lambda count: torch.zeros(count, dtype=td, device=dev)  # noqa: E731
+    if in_place and op not in IN_PLACE_OPS:
+        raise ConfigError("mode", "in-place", f"out-of-place for {op.value} (torch.distributed "
+                          "has no in-place form of it)")
+    if op in (Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE):
+        t = zeros(shape.param_count)  # torch's all_reduce/broadcast/reduce always work in place
+        call = {Op.ALL_REDUCE: lambda: dist.all_reduce(t, op=red),
+                Op.BROADCAST: lambda: dist.broadcast(t, root),
+                Op.REDUCE: lambda: dist.reduce(t, root, op=red)}[op]
+        return Buffers(send=t, recv=t, call=call)
+    chunk = shape.param_count
+    if op is Op.ALL_GATHER:
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        recv = zeros(chunk * n)
+        send = recv.narrow(0, r * chunk, chunk) if in_place else zeros(chunk)
+        return Buffers(send=send, recv=recv, call=lambda: gather(recv, send))
+    if op is Op.REDUCE_SCATTER:
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        send = zeros(chunk * n)
+        recv = send.narrow(0, r * chunk, chunk) if in_place else zeros(chunk)
+        return Buffers(send=send, recv=recv, call=lambda: scatter(recv, send, op=red))
+    if op is Op.ALL_TO_ALL:
+        send, recv = zeros(chunk * n), zeros(chunk * n)
+        return Buffers(send=send, recv=recv, call=lambda: dist.all_to_all_single(recv, send))
+    if op is Op.SEND_RECV:
+        send, recv = zeros(chunk), zeros(chunk)
+        peer_to, peer_from = (r + 1) % n, (r - 1) % n
+
+        def send_recv() -> None:
+            ops = [dist.P2POp(dist.isend, send, peer_to), dist.P2POp(dist.irecv, recv, peer_from)]
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+
+        return Buffers(send=send, recv=recv, call=send_recv)
+    raise AssertionError(op)  # pragma: no cover
+
+
+def _combine(torch, values: list, redop: str):
+    out = values[0].clone()
+    for v in values[1:]:
+        out = out + v if redop == "sum" else (torch.maximum(out, v) if redop == "max"
+                                               else torch.minimum(out, v))
+    return out
+
+
+def fill_and_expect(ctx, bufs: Buffers, shape: CollectiveShape, dtype: str, *, redop: str,
+                    root: int):
+    """Write this rank's pattern into the input; return the exact expected output (or None
+    when this rank's output is undefined, e.g. a non-root rank of reduce)."""
+    torch = ctx.torch
+    td, dev, n, r, op = _torch_dtype(torch, dtype), ctx.device, ctx.world_size, ctx.rank, shape.op
+    m = pattern_modulus(dtype, n, redop)
+    pat = lambda rank, start, count: _pattern(torch, dev, td, rank, start, count, m)  # noqa: E731
+    chunk = shape.param_count
+    if op in (Op.ALL_REDUCE, Op.REDUCE):
+        bufs.send.copy_(pat(r, 0, chunk))
+        if op is Op.REDUCE and r != root:
+            return None
+        return _combine(torch, [pat(q, 0, chunk) for q in range(n)], redop)
+    if op is Op.BROADCAST:
+        bufs.send.copy_(pat(r, 0, chunk))
+        return pat(root, 0, chunk)
+    if op is Op.ALL_GATHER:
+        bufs.send.copy_(pat(r, 0, chunk))
+        return torch.cat([pat(q, 0, chunk) for q in range(n)])
+    if op is Op.REDUCE_SCATTER:
+        bufs.send.copy_(pat(r, 0, chunk * n))
+        return _combine(torch, [pat(q, r * chunk, chunk) for q in range(n)], redop)
+    if op is Op.ALL_TO_ALL:
+        bufs.send.copy_(pat(r, 0, chunk * n))
+        return torch.cat([pat(q, r * chunk, chunk) for q in range(n)])
+    if op is Op.SEND_RECV:
+        bufs.send.copy_(pat(r, 0, chunk))
+        return pat((r - 1) % n, 0, chunk)
+    raise AssertionError(op)  # pragma: no cover
+
+
+def count_wrong(ctx, bufs: Buffers, expected) -> int:
+    """Elements of this rank's output that differ from ``expected`` (0 when undefined)."""
+    if expected is None:
+        return 0
+    ctx.sync()
+    return int((bufs.recv != expected).sum().item())

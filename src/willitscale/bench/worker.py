@@ -1,0 +1,123 @@
+"""Running one benchmark inside a worker: join the job, record the environment, measure,
+store every row as it comes (rank 0), and hand the rows back for printing.
+
+Ctrl-C or SIGTERM during a sweep stops it; the rows measured so far are already committed and
+the run is marked ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from willitscale.bench.environment import host_facts, node_id, summarize_environment, torch_facts
+from willitscale.bench.options import OPTION_TYPES
+from willitscale.errors import ConfigError
+
+__all__ = ["Job", "JobResult", "run_job"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Job:
+    """A benchmark to run: its kind, validated options, and what to do with the results."""
+
+    kind: str
+    options: Any  #: CollectiveOptions | MatmulOptions | TrainOptions
+    json: bool = False
+    label: str = ""
+    store: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "options": self.options.to_json(), "json": self.json,
+                "label": self.label, "store": self.store}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Job:
+        kind = data["kind"]
+        if kind not in OPTION_TYPES:
+            raise ConfigError("kind", kind, "one of " + ", ".join(OPTION_TYPES))
+        return cls(kind=kind, options=OPTION_TYPES[kind].from_json(data["options"]),
+                   json=bool(data.get("json")), label=str(data.get("label", "")),
+                   store=bool(data.get("store", True)))
+
+
+@dataclass(slots=True, kw_only=True)
+class JobResult:
+    """What rank 0 measured (other ranks get an empty result with ``rank != 0``)."""
+
+    rank: int
+    rows: list[Any] = field(default_factory=list)
+    run_id: int | None = None
+    status: str = "complete"
+    environment: Mapping[str, Any] | None = None
+
+
+def _raise_interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise KeyboardInterrupt
+
+
+def _environment(ctx) -> dict[str, Any]:
+    facts = {"host": host_facts() if ctx.local_rank == 0 else {"node": node_id()},
+             "torch": torch_facts(ctx.torch, ctx.backend), "local_rank": ctx.local_rank}
+    everyone = ctx.gather_objects(facts)
+    devices = ctx.gather_objects(ctx.device_name)
+    return summarize_environment(everyone, backend=ctx.backend, device_names=devices)
+
+
+def _bench(job: Job, ctx, emit, environment) -> None:
+    if job.kind == "collectives":
+        from willitscale.bench.collectives import run_collectives
+
+        run_collectives(ctx, job.options, emit)
+    elif job.kind == "matmul":
+        from willitscale.bench.matmul import run_matmul
+
+        run_matmul(ctx, job.options, emit)
+    else:
+        from willitscale.bench.train import run_train
+
+        run_train(ctx, job.options, emit, nodes=environment["nodes"])
+
+
+def run_job(job: Job) -> JobResult:
+    """Run ``job`` in this worker (RANK/WORLD_SIZE/... must be set)."""
+    from willitscale.bench import dist
+
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    ctx = dist.init(job.options.backend)
+    result = JobResult(rank=ctx.rank)
+    store = None
+    try:
+        environment = _environment(ctx)
+        if ctx.rank == 0:
+            result.environment = environment
+            if job.store:
+                from willitscale.bench.store import Store
+
+                store = Store()
+                result.run_id = store.start_run(job.kind, options=job.options.to_json(),
+                                                environment=environment, label=job.label)
+
+        def emit(row) -> None:
+            if ctx.rank != 0:
+                return
+            if store is not None:
+                store.add_row(result.run_id, len(result.rows), row.to_json())
+            result.rows.append(row)
+
+        _bench(job, ctx, emit, environment)
+    except KeyboardInterrupt:
+        result.status = "interrupted"
+    except BaseException:
+        result.status = "failed"
+        raise
+    finally:
+        if store is not None:
+            store.finish_run(result.run_id, result.status)
+            store.close()
+        if result.status == "complete":  # after a failure a peer may be gone: no teardown
+            ctx.barrier()  # nobody tears down while a peer still talks to it
+            ctx.close()
+    return result

@@ -1,0 +1,61 @@
+"""A stored run as calibration sees it: its setup in a few typed fields and its typed rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from willitscale.bench.records import row_from_json
+from willitscale.errors import ConfigError
+
+__all__ = ["MeasuredRun", "measured_run", "TORCH_TO_DTYPE"]
+
+#: torch dtype names -> the hardware catalog's (hardware.model.DTYPES)
+TORCH_TO_DTYPE = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MeasuredRun:
+    """One stored benchmark run."""
+
+    id: int
+    kind: str
+    started_at: str
+    backend: str
+    ranks: int
+    nodes: int
+    ranks_per_node: int
+    devices: tuple[str, ...]
+    uplink: float | None  #: the emulated cluster's shaped rate (bytes/s), None on a real one
+    rows: tuple[Any, ...]
+
+    @property
+    def level(self) -> str:
+        """Which links the run's traffic crosses: ``intra_node`` (one node), ``inter_node``
+        (one rank per node) or ``two_level`` (several nodes of several ranks)."""
+        if self.nodes == 1:
+            return "intra_node"
+        return "inter_node" if self.ranks_per_node == 1 else "two_level"
+
+    @property
+    def setup(self) -> str:
+        text = f"{self.backend}, {'/'.join(self.devices) or '?'}"
+        if self.uplink:
+            from willitscale.units import format_bandwidth
+
+            text += f", emulated uplink {format_bandwidth(self.uplink, bits=True)}"
+        return text
+
+
+def measured_run(stored) -> MeasuredRun:
+    """From a :class:`~willitscale.bench.store.StoredRun`."""
+    info, env = stored.info, stored.info.environment
+    rpn = env.get("ranks_per_node")
+    if not isinstance(rpn, int):
+        raise ConfigError(f"run {info.id} has uneven ranks per node ({rpn}); it cannot be calibrated")
+    emulated = env.get("emulated") or {}
+    return MeasuredRun(
+        id=info.id, kind=info.kind, started_at=info.started_at, backend=env.get("backend", ""),
+        ranks=int(env.get("world_size", 0)), nodes=int(env.get("nodes", 0)), ranks_per_node=rpn,
+        devices=tuple(env.get("devices") or ()), uplink=emulated.get("uplink_Bps"),
+        rows=tuple(row_from_json(info.kind, r) for r in stored.rows))

@@ -1,0 +1,93 @@
+"""The estimate's view of a measured training run: a scenario built from a calibration.
+
+The cluster is described by what was measured, not by a catalog entry: the device computes
+at the calibrated peak (the catalog's for a known GPU, the best matmul rate for a CPU) with
+the calibrated efficiency (the estimate reads both, and the optimizer time per parameter, from
+the calibration it is given); its memory bandwidth is the one that makes the estimate's
+optimizer model (``OPTIMIZER_BYTES_PER_PARAM`` bytes per parameter) take the measured
+optimizer time; the links carry the fitted bandwidth and latency with efficiency 1 (the fit
+already is what the application gets). The plan is the run's: plain DDP over every rank, its
+per-rank batch, sequence length and DDP bucket size.
+"""
+
+from __future__ import annotations
+
+from willitscale.calibrate.runs import TORCH_TO_DTYPE, MeasuredRun
+from willitscale.hardware.calibration import Calibration
+
+__all__ = ["predict_train_step", "scenario_for"]
+
+HOST_MEMORY_BYTES = 2.0**40  #: the memory report is not validated; any large figure will do
+
+
+def _estimate_api():
+    try:
+        from willitscale.plan import estimate as estimate_module
+        from willitscale.plan.plan import Plan
+        from willitscale.plan.scenario import DdpOptions, Scenario
+    except ImportError:
+        return None
+    return estimate_module, Plan, DdpOptions, Scenario
+
+
+def _links(run: MeasuredRun, cal: Calibration):
+    from willitscale.hardware.model import Link, LinkKind
+
+    def link(fit, name, kind):
+        return Link(name=name, kind=kind, bandwidth=fit.bandwidth, latency=fit.latency,
+                    efficiency=1.0, source=f"calibration (runs {list(fit.runs)})")
+
+    intra, inter = cal.intra_node, cal.inter_node
+    if run.ranks_per_node > 1 and intra is None:
+        return None, "the calibration has no intra_node fit (add a single-node collectives run)"
+    if run.nodes > 1 and inter is None:
+        return None, "the calibration has no inter_node fit (add a one-rank-per-node run)"
+    intra_link = link(intra or inter, "calibrated-intra", LinkKind.GENERIC)
+    nic = link(inter or intra, "calibrated-inter", LinkKind.ETHERNET)
+    return (intra_link, nic), None
+
+
+def scenario_for(row, run: MeasuredRun, cal: Calibration):
+    """``(scenario, None)`` for the estimate, or ``(None, reason)``."""
+    api = _estimate_api()
+    if api is None:
+        return None, ("the training-step prediction needs the estimate (willitscale.plan), which "
+                      "this build does not include yet")
+    estimate_module, Plan, DdpOptions, Scenario = api
+    from willitscale.bench.models import bench_model
+    from willitscale.hardware.model import Cluster, Gpu, Node
+
+    dtype = TORCH_TO_DTYPE[row.dtype]
+    compute = cal.compute_for(dtype, row.device)
+    if compute is None or compute.efficiency is None:
+        return None, f"the calibration has no training measurement for {row.device} {dtype}"
+    links, reason = _links(run, cal)
+    if reason:
+        return None, reason
+    per_param = compute.optimizer_time_per_param
+    bytes_per_param = estimate_module.OPTIMIZER_BYTES_PER_PARAM
+    gpu = Gpu(name=row.device, display_name=row.device, vendor="measured",
+              memory=HOST_MEMORY_BYTES,
+              memory_bandwidth=bytes_per_param / per_param if per_param else 1e15,
+              peak_flops={dtype: compute.peak_flop_rate}, source="calibration")
+    node = Node(name="calibrated", gpu=gpu, gpus_per_node=run.ranks_per_node,
+                intra_link=links[0], nic=links[1], nics=1)
+    cluster = Cluster(node=node, nodes=run.nodes, name="calibrated")
+    plan = Plan(dp=run.ranks, micro_batch=row.batch_per_rank)
+    # the compute efficiency, optimizer time and link figures are the calibration's, read by
+    # the estimate itself: validate predicts what `willitscale estimate --calibration` would
+    scenario = Scenario(
+        cluster=cluster, plan=plan, seq_len=row.seq_len, model=bench_model(row.model), dtype=dtype,
+        ddp=DdpOptions(bucket_cap=row.bucket_bytes, grad_reduce_dtype="fp32"), calibration=cal,
+        name=f"run {run.id}")
+    return scenario, None
+
+
+def predict_train_step(row, run: MeasuredRun, cal: Calibration) -> tuple[float | None, str]:
+    """The estimate's step time for a measured :class:`~willitscale.bench.records.TrainRow`."""
+    scenario, reason = scenario_for(row, run, cal)
+    if scenario is None:
+        return None, reason
+    from willitscale.plan.estimate import estimate
+
+    return float(estimate(scenario).step_time), ""

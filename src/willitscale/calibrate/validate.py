@@ -1,0 +1,157 @@
+"""``validate``: each measured row next to what a calibration predicts for it, and the error.
+
+* A collective row is predicted with the alpha-beta form of its op (ring or direct) on the
+  link level(s) its run crossed, using the calibration's figures for them.
+* A training row is predicted by the estimate (:func:`willitscale.plan.estimate.estimate`) for
+  the same model, batch, ranks and nodes, given the calibration (see :mod:`.scenario`).
+
+A row is *in-sample* when it was one of the points the calibration was fitted to (its run is
+among the fitted runs and, for collectives, it is of the fitted op); everything else is a real
+test of the model. A run is predictable only on the setup it was calibrated on: same backend,
+and for runs across nodes of an emulated cluster, the same shaped uplink.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from willitscale.calibrate.forms import default_algorithm, flat_time, two_level_time
+from willitscale.calibrate.runs import MeasuredRun
+from willitscale.hardware.calibration import Calibration, LinkCalibration
+
+__all__ = ["Comparison", "Skipped", "compare", "collective_links"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Comparison:
+    """One measured row and its prediction."""
+
+    run_id: int
+    kind: str
+    point: str  #: what was measured, in words
+    measured: float  #: seconds
+    predicted: float  #: seconds
+    in_sample: bool
+    details: dict = field(default_factory=dict)  #: op, size_bytes, model, nodes, ...
+
+    @property
+    def error(self) -> float:
+        """(predicted - measured) / measured."""
+        return (self.predicted - self.measured) / self.measured
+
+    def to_json(self) -> dict:
+        return {"run_id": self.run_id, "kind": self.kind, "point": self.point, **self.details,
+                "measured_s": self.measured, "predicted_s": self.predicted,
+                "error": self.error, "error_pct": 100 * self.error, "in_sample": self.in_sample}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Skipped:
+    run_id: int
+    kind: str
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"run_id": self.run_id, "kind": self.kind, "reason": self.reason}
+
+
+def _usable(link: LinkCalibration | None, run: MeasuredRun, level: str) -> str | None:
+    """Why ``link`` cannot predict ``run``'s traffic on ``level`` (None if it can)."""
+    if link is None:
+        return f"the calibration has no {level} fit"
+    if link.backend and link.backend != run.backend:
+        return f"the {level} fit is for {link.backend}, the run used {run.backend}"
+    if level == "inter_node" and (link.nominal_bandwidth or run.uplink) and \
+            link.nominal_bandwidth != run.uplink:
+        return "the run's emulated uplink differs from the calibrated one"
+    return None
+
+
+def collective_links(run: MeasuredRun, cal: Calibration) -> tuple[dict, str | None]:
+    """The link figures ``run`` needs, as ``{level: LinkCalibration}``, or why it cannot have them."""
+    levels = {"intra_node": ["intra_node"], "inter_node": ["inter_node"],
+              "two_level": ["intra_node", "inter_node"]}[run.level]
+    links = {}
+    for level in levels:
+        reason = _usable(cal.link(level), run, level)
+        if reason:
+            return {}, reason
+        links[level] = cal.link(level)
+    return links, None
+
+
+def _collective_time(row, run: MeasuredRun, links: dict) -> float:
+    algorithm = default_algorithm(row.op)
+    if run.level == "two_level":
+        intra, inter = links["intra_node"], links["inter_node"]
+        t = two_level_time(row.op, algorithm, row.size_bytes, row.ranks,
+                           ranks_per_node=run.ranks_per_node,
+                           intra=(intra.bandwidth, intra.latency), inter=(inter.bandwidth, inter.latency))
+    else:
+        (link,) = links.values()
+        t = flat_time(row.op, algorithm, row.size_bytes, row.ranks, bandwidth=link.bandwidth,
+                      latency=link.latency)
+    return float(np.asarray(t))
+
+
+def _compare_collectives(run: MeasuredRun, cal: Calibration):
+    links, reason = collective_links(run, cal)
+    if reason:
+        return Skipped(run_id=run.id, kind=run.kind, reason=reason)
+    out = []
+    for row in run.rows:
+        if row.wrong:
+            continue
+        fitted = [link for link in links.values() if run.id in link.runs and link.op == row.op.value]
+        out.append(Comparison(
+            run_id=run.id, kind=run.kind,
+            point=f"{row.op.value} {row.size_bytes:,} B x {row.ranks} ranks"
+                  + (" in-place" if row.in_place else ""),
+            measured=row.time, predicted=_collective_time(row, run, links),
+            in_sample=bool(fitted),
+            details={"op": row.op.value, "size_bytes": row.size_bytes, "ranks": row.ranks,
+                     "nodes": run.nodes,
+                     "fitted": ", ".join(f"{link.level} link" for link in fitted) or None}))
+    return out
+
+
+def _compare_train(run: MeasuredRun, cal: Calibration):
+    from willitscale.calibrate.scenario import predict_train_step
+
+    out = []
+    for row in run.rows:
+        predicted, reason = predict_train_step(row, run, cal)
+        if predicted is None:
+            return Skipped(run_id=run.id, kind=run.kind, reason=reason)
+        out.append(Comparison(
+            run_id=run.id, kind=run.kind,
+            point=f"{row.model} step, {run.nodes} node(s) x {run.ranks_per_node} rank(s)",
+            measured=row.step, predicted=predicted, in_sample=run.id in cal.runs,
+            details={"model": row.model, "nodes": run.nodes, "ranks_per_node": run.ranks_per_node,
+                     "batch_per_rank": row.batch_per_rank, "seq_len": row.seq_len,
+                     # its forward/backward times set the compute efficiency; its communication
+                     # is predicted from the collective fits either way
+                     "fitted": "compute" if run.id in cal.runs else None}))
+    return out
+
+
+def compare(runs: Sequence[MeasuredRun], cal: Calibration) -> tuple[list[Comparison], list[Skipped]]:
+    """Predicted vs measured for every row of ``runs`` the calibration can predict."""
+    rows: list[Comparison] = []
+    skipped: list[Skipped] = []
+    for run in runs:
+        if run.kind == "collectives":
+            result = _compare_collectives(run, cal)
+        elif run.kind == "train":
+            result = _compare_train(run, cal)
+        else:
+            result = Skipped(run_id=run.id, kind=run.kind,
+                             reason="matmul runs calibrate the peak; nothing to predict")
+        if isinstance(result, Skipped):
+            skipped.append(result)
+        else:
+            rows += result
+    return rows, skipped

@@ -1,0 +1,150 @@
+"""``willitscale bench collectives|matmul|train``: measure this machine or cluster.
+
+Three ways to start the ranks: ``--nproc N`` here (the built-in spawner), ``torchrun ... -m
+willitscale.bench <kind> ...`` (each process is one worker), or inside ``willitscale
+emulate`` (which tells the spawner its node's place). Rank 0 stores each row as it is measured
+and prints the table (or ``--json``) at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from willitscale.bench.options import (OPTIONS_ENV, add_collective_args, add_matmul_args,
+                                       add_train_args, options_from_args)
+
+__all__ = ["register", "table_of"]
+
+_KINDS = {
+    "collectives": (add_collective_args, "collective sweep with nccl-tests semantics (algbw, busbw, #wrong)"),
+    "matmul": (add_matmul_args, "achieved FLOP/s of matrix products over sizes and dtypes"),
+    "train": (add_train_args, "a DDP training step of a GPT-2-family model, and its parts"),
+}
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("bench", help="measure collectives, matmul or a DDP step",
+                                   description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    kinds = parser.add_subparsers(dest="bench_kind", metavar="BENCH", parser_class=type(parser))
+    for kind, (add_args, help_text) in _KINDS.items():
+        p = kinds.add_parser(kind, help=help_text, description=help_text)
+        add_args(p)
+        launch = p.add_argument_group("launching (ignored under torchrun)")
+        launch.add_argument("--nproc", type=int, default=None,
+                            help="ranks on this node (default: one per GPU, else 1)")
+        launch.add_argument("--nnodes", type=int, default=None, help="nodes in the job (default 1)")
+        launch.add_argument("--node-rank", type=int, default=None, help="this node's index")
+        launch.add_argument("--master-addr", default=None, help="node 0's address")
+        launch.add_argument("--master-port", type=int, default=None,
+                            help="node 0's rendezvous port (single node: picked automatically)")
+        out = p.add_argument_group("output")
+        out.add_argument("--json", action="store_true", help="print the rows as JSON")
+        out.add_argument("--label", default="", help="a note stored with the run")
+        out.add_argument("--no-store", action="store_true", help="do not keep the run in the store")
+        p.set_defaults(run=functools.partial(run, kind))
+
+
+def run(kind: str, args: argparse.Namespace) -> int:
+    from willitscale.bench.worker import Job
+
+    payload = os.environ.get(OPTIONS_ENV)
+    if payload:  # a worker started by our spawner
+        return _run_worker(Job.from_json(json.loads(payload)))
+    job = Job(kind=kind, options=options_from_args(kind, args), json=args.json, label=args.label,
+              store=not args.no_store)
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # a worker started by torchrun
+        return _run_worker(job)
+    from willitscale.bench.dist import import_torch
+    from willitscale.bench.launch import LaunchSpec, launch
+
+    import_torch()
+    spec = LaunchSpec.from_env(nproc=args.nproc, nnodes=args.nnodes, node_rank=args.node_rank,
+                               master_addr=args.master_addr, master_port=args.master_port)
+    code = launch(kind, job.to_json(), spec)
+    if code not in (0, 130):
+        print(f"error: the benchmark failed (a rank exited with status {code}; its message is "
+              "above)", file=sys.stderr)
+    return code
+
+
+def _run_worker(job) -> int:
+    from willitscale.bench.worker import run_job
+
+    result = run_job(job)
+    if result.rank != 0:
+        return 130 if result.status == "interrupted" else 0
+    from willitscale.cli.output import print_json, print_table
+
+    if job.json:
+        print_json([row.to_json() for row in result.rows])
+    else:
+        title, columns, units, rows = table_of(job.kind, [r.to_json() for r in result.rows])
+        env = result.environment or {}
+        caption = (f"{env.get('world_size')} ranks on {env.get('nodes')} node(s), "
+                   f"{env.get('backend')}, {', '.join(env.get('devices') or [])}")
+        print_table(title, columns, rows, units=units, caption=caption)
+    if result.run_id is not None:
+        print(f"stored as run {result.run_id}: willitscale results show {result.run_id}",
+              file=sys.stderr)
+    if result.status == "interrupted":
+        print(f"interrupted: {len(result.rows)} finished rows kept", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _num(value: float, digits: int = 2) -> str:
+    return f"{value:.{digits}f}" if abs(value) >= 0.01 or value == 0 else f"{value:.3g}"
+
+
+def _time_us(us: float) -> str:
+    """nccl-tests' precision: 0 decimals from 10 ms, 1 from 100 us, else 2."""
+    return f"{us:.0f}" if us >= 10_000 else (f"{us:.1f}" if us >= 100 else f"{us:.2f}")
+
+
+def table_of(kind: str, rows: Sequence[dict[str, Any]]):
+    """``(title, columns, units, rows)`` to print stored rows of benchmark ``kind``."""
+    if kind == "collectives":
+        columns = ["op", "size", "count", "type", "redop", "root", "place", "time", "algbw",
+                   "busbw", "#wrong"]
+        units = ["", "(B)", "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", ""]
+        body = [[r["op"], r["size_bytes"], r["count"], r["type"], r["redop"], r["root"],
+                 "in" if r["in_place"] else "out", _time_us(r["time_us"]), _num(r["algbw_GBps"]),
+                 _num(r["busbw_GBps"]), r["wrong"]] for r in rows]
+        # root and place only when they say something (keeps the table within 80 columns)
+        drop = [i for i, show in ((5, any(r["root"] >= 0 for r in rows)),
+                                  (6, any(r["in_place"] for r in rows))) if not show]
+        keep = [i for i in range(len(columns)) if i not in drop]
+        columns, units = [columns[i] for i in keep], [units[i] for i in keep]
+        body = [[line[i] for i in keep] for line in body]
+        return "collectives", columns, units, body
+    if kind == "matmul":
+        columns = ["m", "n", "k", "type", "device", "time", "achieved"]
+        units = ["", "", "", "", "", "(us)", "(TFLOP/s)"]
+        body = [[r["m"], r["n"], r["k"], r["type"], r["device"], _time_us(r["time_us"]),
+                 _num(r["achieved_TFLOPS"], 3)] for r in rows]
+        return "matmul", columns, units, body
+    # one column per measured configuration, one line per quantity: fits 80 columns
+    lines = [
+        ("model", "", lambda r: r["model"]), ("parameters", "", lambda r: f"{r['params']:,}"),
+        ("ranks on nodes", "", lambda r: f"{r['ranks']} on {r['nodes']}"),
+        ("batch per rank x seq", "", lambda r: f"{r['batch_per_rank']} x {r['seq_len']}"),
+        ("DDP bucket", "(MiB)", lambda r: _num(r["bucket_bytes"] / 2**20, 1)),
+        ("step", "(ms)", lambda r: _num(r["step_s"] * 1e3, 1)),
+        ("  forward", "(ms)", lambda r: _num(r["forward_s"] * 1e3, 1)),
+        ("  backward", "(ms)", lambda r: _num(r["backward_s"] * 1e3, 1)),
+        ("  optimizer", "(ms)", lambda r: _num(r["optimizer_s"] * 1e3, 1)),
+        ("backward under no_sync", "(ms)", lambda r: _num(r["backward_no_sync_s"] * 1e3, 1)),
+        ("exposed communication", "(ms)", lambda r: _num(r["exposed_comm_s"] * 1e3, 1)),
+        ("tokens/s", "", lambda r: f"{r['tokens_per_s']:,.0f}"),
+    ]
+    columns = ["", "unit", *[f"#{i}" if len(rows) > 1 else "measured" for i in range(len(rows))]]
+    body = [[name, unit, *[value(r) for r in rows]] for name, unit, value in lines]
+    units = None
+    return "train", columns, units, body

@@ -1,0 +1,102 @@
+"""``willitscale calibrate [RUN_ID ...] [-o FILE]``: fit the model to stored measurements.
+
+Collective sweeps give each link level's latency (alpha) and bandwidth; matmul runs give a
+device's peak rate when the catalog has none (a CPU); training runs give the compute
+efficiency and the optimizer's time per parameter. With no run ids, the latest stored run.
+The result is a TOML file for ``willitscale estimate --calibration FILE`` and ``willitscale
+validate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["register"]
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("calibrate", help="fit link and compute figures to stored runs",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_ids", type=int, nargs="*", metavar="RUN_ID",
+                   help="stored runs to fit (default: the latest run)")
+    p.add_argument("-o", "--output", default=None,
+                   help="calibration file to write (default: in $WILLITSCALE_HOME/calibrations/)")
+    p.add_argument("--op", default=None, help="collective to fit the links to (default all_reduce)")
+    p.add_argument("--gpu", default=None,
+                   help="the catalog GPU the devices are (e.g. h100-sxm), for their peak FLOP/s")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run)
+
+
+def _default_path(created: str) -> Path:
+    from willitscale.bench.store import home
+
+    stamp = created.replace("-", "").replace(":", "").replace("+0000", "")[:15]
+    folder = home() / "calibrations"
+    folder.mkdir(parents=True, exist_ok=True)
+    path, i = folder / f"calibration-{stamp}.toml", 1
+    while path.exists():
+        i += 1
+        path = folder / f"calibration-{stamp}-{i}.toml"
+    return path
+
+
+def print_calibration(cal, path: str, notes: list[str]) -> None:
+    from willitscale.cli.output import print_table
+    from willitscale.units import format_bandwidth, format_time
+
+    print(f"calibration {path}\n  from runs {list(cal.runs)}: {cal.setup}")
+    if cal.links:
+        print_table("links", ["level", "bandwidth", "latency", "of nominal", "fitted", "points",
+                              "rms error"],
+                    [[link.level, format_bandwidth(link.bandwidth), format_time(link.latency),
+                      f"{link.efficiency:.1%}" if link.efficiency else "-",
+                      f"{link.op} ({link.algorithm}, {link.backend})", link.points,
+                      f"{link.rms_error:.1%}"] for link in cal.links],
+                    caption="bandwidth: one direction, as the fitted algorithm achieves it; "
+                            "latency: alpha, per algorithm step")
+    if cal.compute:
+        print_table("compute", ["device", "dtype", "peak", "training", "efficiency", "optimizer"],
+                    [[c.device, c.dtype, f"{c.peak_flop_rate / 1e12:.4g} TFLOP/s",
+                      f"{c.achieved_flop_rate / 1e12:.4g} TFLOP/s" if c.achieved_flop_rate else "-",
+                      f"{c.efficiency:.1%}" if c.efficiency else "-",
+                      f"{c.optimizer_time_per_param * 1e9:.3g} ns/param"
+                      if c.optimizer_time_per_param else "-"] for c in cal.compute],
+                    caption="peak: " + "; ".join(f"{c.device} {c.dtype}: {c.peak_source}"
+                                                 for c in cal.compute))
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    from willitscale.bench.store import Store, now_iso
+    from willitscale.calibrate.build import calibrate
+    from willitscale.calibrate.runs import measured_run
+    from willitscale.cli.output import print_json
+
+    created = now_iso()
+    with Store() as store:
+        ids = args.run_ids or [store.latest_run_id()]
+        runs = [measured_run(store.run(i)) for i in ids]
+        cal, notes = calibrate(runs, created=created, op=args.op, gpu=args.gpu)
+        path = Path(args.output) if args.output else _default_path(created)
+        text = cal.to_toml()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        store.add_calibration(path=str(path.resolve()), runs=cal.runs, toml=text)
+    if args.json:
+        print_json({"path": str(path), "toml": text, "notes": notes,
+                    "links": [{"level": link.level, "bandwidth_GBps": link.bandwidth / 1e9,
+                               "latency_us": link.latency / 1e-6, "efficiency": link.efficiency,
+                               "points": link.points, "rms_error": link.rms_error,
+                               "runs": list(link.runs)} for link in cal.links],
+                    "compute": [{"device": c.device, "dtype": c.dtype,
+                                 "peak_TFLOPS": c.peak_flop_rate / 1e12,
+                                 "achieved_TFLOPS": (c.achieved_flop_rate or 0) / 1e12 or None,
+                                 "efficiency": c.efficiency, "runs": list(c.runs)}
+                                for c in cal.compute]})
+    else:
+        print_calibration(cal, str(path), notes)
+    return 0

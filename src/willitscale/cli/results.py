@@ -1,0 +1,235 @@
+"""``willitscale results list|show|compare|export``: the runs kept in the local results store."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from willitscale.cli.plot_flag import add_plot_flag
+
+__all__ = ["register", "busbw_curves"]
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("results", help="list, show, compare and export stored runs",
+                                   description=__doc__)
+    sub = parser.add_subparsers(dest="results_command", metavar="ACTION", parser_class=type(parser))
+
+    p = sub.add_parser("list", help="every stored run, newest first")
+    p.add_argument("--kind", choices=("collectives", "matmul", "train"))
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run_list)
+
+    p = sub.add_parser("show", help="one run: its environment and its rows")
+    p.add_argument("run_id", type=int, nargs="?", help="default: the latest run")
+    p.add_argument("--json", action="store_true")
+    add_plot_flag(p)
+    p.set_defaults(run=run_show)
+
+    p = sub.add_parser("compare", help="repeated runs of one setup: median/min/max, deviating runs")
+    p.add_argument("run_ids", type=int, nargs="*", help="default: every run of the latest run's setup")
+    p.add_argument("--threshold", type=float, default=0.10,
+                   help="flag runs whose median deviation exceeds this fraction (default 0.10)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run_compare)
+
+    p = sub.add_parser("export", help="rows of runs as CSV or JSON")
+    p.add_argument("run_ids", type=int, nargs="*", help="default: every run")
+    p.add_argument("--format", choices=("csv", "json"), default="csv")
+    p.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
+    p.set_defaults(run=run_export)
+
+
+def _store():
+    from willitscale.bench.store import Store
+
+    return Store()
+
+
+def _summary(info, rows) -> str:
+    if not rows:
+        return ""
+    if info.kind == "collectives":
+        ops = sorted({r["op"] for r in rows})
+        peak = max(r["busbw_GBps"] for r in rows)
+        wrong = sum(r["wrong"] for r in rows)
+        return f"{','.join(ops)}: peak busbw {peak:.3g} GB/s" + (f", {wrong} WRONG" if wrong else "")
+    if info.kind == "matmul":
+        return f"peak {max(r['achieved_TFLOPS'] for r in rows):.3g} TFLOP/s"
+    r = rows[-1]
+    return f"{r['model']}: step {r['step_s'] * 1e3:.1f} ms, exposed comm {r['exposed_comm_s'] * 1e3:.1f} ms"
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from willitscale.cli.output import print_json, print_table
+
+    with _store() as store:
+        infos = store.runs(kind=args.kind, limit=args.limit)
+        stored = [store.run(i.id) for i in infos]
+    if args.json:
+        print_json([{**{k: v for k, v in s.info.to_json().items() if k != "environment"},
+                     "world_size": s.info.environment.get("world_size"),
+                     "nodes": s.info.environment.get("nodes"),
+                     "backend": s.info.environment.get("backend"),
+                     "summary": _summary(s.info, s.rows)} for s in stored])
+        return 0
+    rows = [[s.info.id, s.info.started_at.replace("+00:00", "Z"), s.info.kind, s.info.status,
+             s.info.environment.get("world_size"), s.info.environment.get("nodes"),
+             s.info.environment.get("backend"), s.info.rows, _summary(s.info, s.rows), s.info.label]
+            for s in stored]
+    print_table("stored runs", ["id", "started (UTC)", "kind", "status", "ranks", "nodes",
+                                "backend", "rows", "summary", "label"], rows)
+    return 0
+
+
+def _nic_text(nic: dict[str, Any]) -> str:
+    """``eth0 25000Mb/s``, plus the shaped rate when a tbf qdisc limits it."""
+    text = nic["name"] + (f" {nic['speed_Mbps']}Mb/s" if nic.get("speed_Mbps") else "")
+    words = (nic.get("qdisc") or "").split()
+    if "tbf" in words and "rate" in words:
+        text += f" (tbf {words[words.index('rate') + 1]})"
+    return text
+
+
+def _environment_lines(env: dict[str, Any]) -> list[str]:
+    lines = [f"{env.get('world_size')} ranks on {env.get('nodes')} node(s) "
+             f"({env.get('ranks_per_node')} per node), backend {env.get('backend')}",
+             f"devices: {', '.join(env.get('devices') or []) or '?'}",
+             f"torch {env.get('torch')}, CUDA {env.get('cuda')}, NCCL {env.get('nccl')}, "
+             f"driver {env.get('driver')}"]
+    if env.get("emulated"):
+        e = env["emulated"]
+        lines.append(f"emulated cluster: {e.get('nodes')} nodes x {e.get('ranks_per_node')} ranks, "
+                     f"uplink {e.get('uplink')}")
+    for host in env.get("hosts") or []:
+        nics = [_nic_text(i) for i in host.get("interfaces") or [] if i.get("name") != "lo"]
+        lines.append(f"  {host.get('node')}: {host.get('cpu')} x{host.get('cpus')}, "
+                     f"NUMA nodes {len(host.get('numa') or [])}, GPU links {host.get('gpu_links')}, "
+                     f"NICs {', '.join(nics) or '-'}")
+    return lines
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from willitscale.cli.bench import table_of
+    from willitscale.cli.output import print_json, print_table
+
+    with _store() as store:
+        run = store.run(args.run_id if args.run_id is not None else store.latest_run_id())
+    if args.plot:
+        _plot_run(args.plot, run)
+    if args.json:
+        print_json(run)
+        return 0
+    info = run.info
+    print(f"run {info.id}: {info.kind}, {info.status}, started {info.started_at}, "
+          f"{info.rows} rows" + (f", label {info.label!r}" if info.label else ""))
+    for line in _environment_lines(dict(info.environment)):
+        print(line)
+    title, columns, units, rows = table_of(info.kind, [dict(r) for r in run.rows])
+    print_table(title, columns, rows, units=units)
+    return 0
+
+
+def busbw_curves(rows, time_key: str = "time_us", scale: float = 1e-6) -> dict:
+    """``{"all_reduce (out-of-place)": (sizes, busbw in bytes/s)}`` from collective rows."""
+    from willitscale.collectives.metrics import busbw
+
+    curves: dict[str, tuple[list, list]] = {}
+    for r in rows:
+        where = f"{r['ranks']} ranks" + (f" on {r['nodes']} nodes" if r.get("nodes") else "")
+        label = f"{r['op']} ({'in-place' if r['in_place'] else 'out-of-place'}, {where})"
+        sizes, bws = curves.setdefault(label, ([], []))
+        sizes.append(r["size_bytes"])
+        bws.append(float(busbw(r["op"], r["size_bytes"], r[time_key] * scale, r["ranks"])))
+    return curves
+
+
+def _plot_run(directory: str, run) -> None:
+    from willitscale.cli.plot_flag import write_plots
+    from willitscale.errors import ConfigError
+
+    if run.info.kind != "collectives":
+        raise ConfigError("--plot", directory, f"a collectives run (run {run.info.id} is {run.info.kind})")
+    from willitscale.report.plots.measurements import busbw_vs_size
+
+    rows = [dict(r) for r in run.rows]
+    write_plots(directory, lambda: [busbw_vs_size(busbw_curves(rows), name=f"busbw-run{run.info.id}",
+                                                  title=f"Bus bandwidth, run {run.info.id}")])
+
+
+def _key_text(kind: str, key: tuple) -> str:
+    if kind == "collectives":
+        op, dtype, redop, in_place, size = key
+        return f"{op} {size:,} B {dtype}" + (" in-place" if in_place else "")
+    if kind == "matmul":
+        return f"{key[0]} {key[1]}x{key[2]}x{key[3]}"
+    return f"{key[0]} seq {key[1]} batch {key[2]}"
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from willitscale.bench.repeats import compare_runs, metric_of, setup_signature
+    from willitscale.cli.output import print_json, print_table
+    from willitscale.errors import ConfigError
+
+    with _store() as store:
+        if args.run_ids:
+            runs = [store.run(i) for i in args.run_ids]
+        else:
+            latest = store.run(store.latest_run_id())
+            sig = setup_signature(latest.info.kind, latest.info.environment)
+            runs = [store.run(i.id) for i in store.runs(kind=latest.info.kind)
+                    if setup_signature(i.kind, i.environment) == sig]
+    kinds = {r.info.kind for r in runs}
+    if len(kinds) != 1:
+        raise ConfigError("run_ids", args.run_ids, "runs of one benchmark kind")
+    kind = kinds.pop()
+    points, deviations = compare_runs(kind, [(r.info.id, r.info.started_at, r.rows) for r in runs],
+                                      threshold=args.threshold)
+    metric, _, _ = metric_of(kind)
+    if args.json:
+        print_json({"kind": kind, "metric": metric, "threshold": args.threshold,
+                    "points": [{"point": _key_text(kind, p.key), "runs": p.runs, "median": p.median,
+                                "min": p.min, "max": p.max, "spread": p.spread} for p in points],
+                    "runs": [{"run_id": d.run_id, "started_at": d.started_at,
+                              "deviation": d.deviation, "flagged": d.flagged} for d in deviations]})
+        return 0
+    print_table(f"{kind}: {metric} over {len(runs)} runs", ["point", "runs", "median", "min", "max",
+                                                             "spread"],
+                [[_key_text(kind, p.key), p.runs, f"{p.median:.4g}", f"{p.min:.4g}", f"{p.max:.4g}",
+                  f"{p.spread:.1%}"] for p in points])
+    print_table("runs over time", ["run", "started (UTC)", "vs median", "flag"],
+                [[d.run_id, d.started_at, f"{d.deviation:+.1%}", "DEVIATES" if d.flagged else ""]
+                 for d in deviations],
+                caption=f"flagged: median deviation beyond {args.threshold:.0%}")
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    with _store() as store:
+        ids = args.run_ids or [i.id for i in reversed(store.runs())]
+        runs = [store.run(i) for i in ids]
+    records = [{"run_id": r.info.id, "kind": r.info.kind, "started_at": r.info.started_at,
+                "label": r.info.label, **dict(row)} for r in runs for row in r.rows]
+    if args.format == "json":
+        text = json.dumps(records, indent=2, allow_nan=False) + "\n"
+    else:
+        columns: list[str] = []
+        for rec in records:
+            columns += [k for k in rec if k not in columns]
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(records)
+        text = buf.getvalue()
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {len(records)} rows to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,117 @@
+"""``willitscale validate [--calibration FILE] [RUN_ID ...]``: predicted vs measured.
+
+Every stored run the calibration can predict (or the runs given), row by row, with the
+relative error of each prediction and whether the row was one the calibration was fitted to
+(in-sample) or a real test (out-of-sample). Without --calibration, the latest one
+``willitscale calibrate`` wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from willitscale.cli.plot_flag import add_plot_flag
+
+__all__ = ["register"]
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("validate", help="predicted vs measured for stored runs",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_ids", type=int, nargs="*", metavar="RUN_ID",
+                   help="stored runs to predict (default: every run the calibration can predict)")
+    p.add_argument("--calibration", default=None, help="a calibration file (default: the latest)")
+    p.add_argument("--json", action="store_true")
+    add_plot_flag(p)
+    p.set_defaults(run=run)
+
+
+def _calibration(store, path: str | None):
+    from willitscale.config import load_toml
+    from willitscale.errors import ConfigError
+    from willitscale.hardware.calibration import Calibration, load_calibration
+
+    if path:
+        return load_calibration(path), path
+    stored = store.calibrations()
+    if not stored:
+        raise ConfigError("no calibration yet: run `willitscale calibrate` (or give --calibration FILE)")
+    latest = stored[0]
+    import tomllib
+
+    try:
+        data = tomllib.loads(latest.toml)
+    except tomllib.TOMLDecodeError:  # pragma: no cover - we wrote it
+        data = load_toml(latest.path)
+    return Calibration.from_toml_data(data, where=latest.path), latest.path
+
+
+def run(args: argparse.Namespace) -> int:
+    from willitscale.bench.store import Store
+    from willitscale.calibrate.runs import measured_run
+    from willitscale.calibrate.validate import compare
+    from willitscale.cli.output import print_json, print_table
+
+    from willitscale.calibrate.validate import Skipped
+    from willitscale.errors import ConfigError
+
+    with Store() as store:
+        cal, path = _calibration(store, args.calibration)
+        ids = args.run_ids or [info.id for info in reversed(store.runs())]
+        runs, unreadable = [], []
+        for i in ids:
+            stored = store.run(i)
+            if not stored.info.rows:
+                continue
+            try:
+                runs.append(measured_run(stored))
+            except ConfigError as exc:
+                unreadable.append(Skipped(run_id=i, kind=stored.info.kind, reason=str(exc)))
+    rows, skipped = compare(runs, cal)
+    skipped = unreadable + skipped
+    errors_in = [abs(r.error) for r in rows if r.in_sample]
+    errors_out = [abs(r.error) for r in rows if not r.in_sample]
+    if args.plot and rows:
+        _plot(args.plot, rows)
+    summary = {"rows": len(rows), "in_sample": len(errors_in), "out_of_sample": len(errors_out),
+               "max_abs_error_in_sample": max(errors_in, default=None),
+               "max_abs_error_out_of_sample": max(errors_out, default=None)}
+    if args.json:
+        print_json({"calibration": path, "rows": rows, "skipped": skipped, "summary": summary})
+        return 0
+    print_table(f"predicted vs measured ({path})",
+                ["run", "point", "measured", "predicted", "error", "fit"],
+                [[r.run_id, r.point, f"{r.measured * 1e3:.4g}", f"{r.predicted * 1e3:.4g}",
+                  f"{r.error:+.1%}", "in-sample" if r.in_sample else "out"] for r in rows],
+                units=["", "", "(ms)", "(ms)", "", ""],
+                caption="error = (predicted - measured) / measured; in-sample rows were fitted")
+    for s in skipped:
+        print(f"run {s.run_id} ({s.kind}) not predicted: {s.reason}", file=sys.stderr)
+    return 0
+
+
+def _plot(directory: str, rows) -> None:
+    """Predicted vs measured for every row, and busbw vs size, measured and predicted, for
+    the collective runs."""
+    from willitscale.cli.plot_flag import write_plots
+    from willitscale.cli.results import busbw_curves
+
+    def charts():
+        from willitscale.report.plots.measurements import busbw_vs_size, predicted_vs_measured
+
+        out = [predicted_vs_measured([r.measured for r in rows], [r.predicted for r in rows],
+                                     in_sample=[r.in_sample for r in rows], unit="s")]
+        coll = [r for r in rows if r.kind == "collectives"]
+        if coll:
+            def records(seconds):
+                return [{"op": r.details["op"], "size_bytes": r.details["size_bytes"],
+                         "ranks": r.details["ranks"], "nodes": r.details["nodes"],
+                         "in_place": "in-place" in r.point, "t": seconds(r)} for r in coll]
+
+            measured = busbw_curves(records(lambda r: r.measured), time_key="t", scale=1.0)
+            predicted = busbw_curves(records(lambda r: r.predicted), time_key="t", scale=1.0)
+            out.append(busbw_vs_size(measured, predicted, name="validate-busbw"))
+        return out
+
+    write_plots(directory, charts)

@@ -1,0 +1,288 @@
+"""A calibration: link and compute figures fitted to measurements of one cluster.
+
+``willitscale calibrate`` writes one from stored benchmark runs; the estimate takes it with
+``--calibration FILE`` and uses its figures in place of the catalog's. It lives here, in
+``hardware``, because it describes hardware as measured; the code that fits it
+(:mod:`willitscale.calibrate`) is never imported by the model core.
+
+What it holds:
+
+* per link level (``intra_node``: each rank's link inside a node; ``inter_node``: each node's
+  link to the others, all its NICs together), the alpha-beta figures of
+  :class:`~willitscale.collectives.network.LinkCost`: ``bandwidth`` (bytes/s one direction,
+  what the fitted algorithm achieves) and ``latency`` (alpha, seconds per algorithm step);
+* per device and dtype, the compute figures: a ``peak_flop_rate`` (the catalog's, or the best
+  matmul rate measured when the device has no catalog entry, e.g. a CPU), the rate a training
+  step achieved on its executed FLOPs, their ratio ``efficiency`` (an HFU, the convention of
+  :func:`willitscale.plan.compute.compute_time`), and the optimizer's time per parameter.
+
+The TOML format (every unit in the key)::
+
+    format = 1
+    created = "2025-01-01T00:00:00+00:00"
+    runs = [3, 4]
+    setup = "gloo, cpu, emulated 2 x 1, uplink 200Mbit"
+    source = "willitscale calibrate"
+
+    [[link]]
+    level = "inter_node"           # or "intra_node"
+    bandwidth_GBps = 0.02331       # one direction
+    latency_us = 812.5             # alpha: per algorithm step
+    backend = "gloo"
+    op = "all_reduce"
+    algorithm = "ring"
+    ranks = 2
+    ranks_per_node = 1
+    nominal_bandwidth_GBps = 0.025 # optional: the advertised (or shaped) rate
+    points = 4                     # rows fitted
+    rms_error = 0.004              # relative, over those rows
+    runs = [3]
+
+    [[compute]]
+    device = "cpu"                 # as torch names it ("NVIDIA H100 80GB HBM3")
+    dtype = "fp32"                 # hardware.model.DTYPES spelling
+    peak_TFLOPS = 0.11
+    peak_source = "matmul run 5 (best of 4 sizes)"
+    achieved_TFLOPS = 0.045        # executed FLOPs / (forward + backward) of a training step
+    efficiency = 0.41              # achieved / peak (HFU)
+    optimizer_ns_per_param = 9.5   # optimizer step time / parameters (optional)
+    model = "gpt2-tiny"            # what the training step trained (optional)
+    runs = [5, 6]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from willitscale.config import Table, load_toml
+from willitscale.errors import ConfigError
+from willitscale.hardware.model import DTYPES
+
+__all__ = ["LEVELS", "LinkCalibration", "ComputeCalibration", "Calibration", "load_calibration"]
+
+LEVELS = ("intra_node", "inter_node")
+FORMAT = 1
+GB = 1e9
+US = 1e-6
+TFLOP = 1e12
+NS = 1e-9
+
+
+def _require(owner: str, name: str, value: float, *, positive: bool = True) -> None:
+    ok = math.isfinite(value) and (value > 0 if positive else value >= 0)
+    if not ok:
+        raise ConfigError(f"{owner}: {name}", value, "a finite number > 0" if positive else "a finite number >= 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkCalibration:
+    """Alpha-beta figures of one link level, fitted to collective sweeps."""
+
+    level: str  #: "intra_node" or "inter_node"
+    bandwidth: float  #: bytes/s one direction (per rank inside a node, per node across nodes)
+    latency: float  #: seconds per algorithm step (alpha)
+    backend: str = ""  #: nccl, gloo
+    op: str = "all_reduce"  #: the collective whose sweep was fitted
+    algorithm: str = "ring"  #: the alpha-beta form fitted (willitscale.collectives algorithms)
+    ranks: int = 2
+    ranks_per_node: int = 1
+    nominal_bandwidth: float | None = None  #: advertised or shaped rate, when known
+    points: int = 0
+    rms_error: float = 0.0  #: relative RMS error of the fit over its points
+    runs: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.level not in LEVELS:
+            raise ConfigError("link level", self.level, "one of " + ", ".join(LEVELS))
+        _require(f"link {self.level}", "bandwidth", self.bandwidth)
+        _require(f"link {self.level}", "latency", self.latency, positive=False)
+        if self.nominal_bandwidth is not None:
+            _require(f"link {self.level}", "nominal_bandwidth", self.nominal_bandwidth)
+        object.__setattr__(self, "runs", tuple(int(r) for r in self.runs))
+
+    @property
+    def efficiency(self) -> float | None:
+        """Fitted over nominal bandwidth (what an application gets of the advertised rate)."""
+        return self.bandwidth / self.nominal_bandwidth if self.nominal_bandwidth else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ComputeCalibration:
+    """How fast one device computes in one dtype, as measured."""
+
+    device: str
+    dtype: str
+    peak_flop_rate: float  #: FLOP/s: the catalog peak, or the best matmul rate measured
+    peak_source: str = ""
+    achieved_flop_rate: float | None = None  #: FLOP/s a training step achieved (executed FLOPs)
+    optimizer_time_per_param: float | None = None  #: seconds per parameter per optimizer step
+    model: str = ""
+    runs: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ConfigError("compute dtype", self.dtype, "one of " + ", ".join(DTYPES))
+        _require(f"compute {self.device}", "peak_flop_rate", self.peak_flop_rate)
+        for name in ("achieved_flop_rate", "optimizer_time_per_param"):
+            if getattr(self, name) is not None:
+                _require(f"compute {self.device}", name, getattr(self, name))
+        object.__setattr__(self, "runs", tuple(int(r) for r in self.runs))
+
+    @property
+    def efficiency(self) -> float | None:
+        """Achieved over peak: an HFU (None without a training measurement)."""
+        if self.achieved_flop_rate is None:
+            return None
+        return self.achieved_flop_rate / self.peak_flop_rate
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Calibration:
+    """Everything fitted for one cluster (one setup); see the module docstring."""
+
+    links: tuple[LinkCalibration, ...] = ()
+    compute: tuple[ComputeCalibration, ...] = ()
+    created: str = ""
+    runs: tuple[int, ...] = ()
+    setup: str = ""  #: what was measured, in words (backend, devices, nodes, emulation)
+    source: str = ""
+    path: str = field(default="", compare=False)  #: the file it was read from, if any
+
+    def __post_init__(self) -> None:
+        levels = [link.level for link in self.links]
+        if len(set(levels)) != len(levels):
+            raise ConfigError("calibration links", levels, "at most one entry per level")
+        keys = [(c.device, c.dtype) for c in self.compute]
+        if len(set(keys)) != len(keys):
+            raise ConfigError("calibration compute", keys, "at most one entry per device and dtype")
+        object.__setattr__(self, "links", tuple(self.links))
+        object.__setattr__(self, "compute", tuple(self.compute))
+        object.__setattr__(self, "runs", tuple(int(r) for r in self.runs))
+
+    def link(self, level: str) -> LinkCalibration | None:
+        """The fit for ``level`` ("intra_node" or "inter_node"), or None."""
+        if level not in LEVELS:
+            raise ConfigError("link level", level, "one of " + ", ".join(LEVELS))
+        return next((link for link in self.links if link.level == level), None)
+
+    @property
+    def intra_node(self) -> LinkCalibration | None:
+        return self.link("intra_node")
+
+    @property
+    def inter_node(self) -> LinkCalibration | None:
+        return self.link("inter_node")
+
+    def compute_for(self, dtype: str, device: str | None = None) -> ComputeCalibration | None:
+        """The compute entry for ``dtype`` (and ``device``, when several devices were measured)."""
+        found = [c for c in self.compute if c.dtype == dtype and (device is None or c.device == device)]
+        return found[0] if found else None
+
+    @property
+    def compute_efficiency(self) -> float | None:
+        """The HFU of the training measurement when exactly one compute entry has one."""
+        measured = [c.efficiency for c in self.compute if c.efficiency is not None]
+        return measured[0] if len(measured) == 1 else None
+
+    # -- TOML ----------------------------------------------------------------------------
+
+    def to_toml(self) -> str:
+        lines = ["# willitscale calibration: link and compute figures fitted to measurements.",
+                 "# Bandwidths are one direction; latency_us is alpha, the cost of one algorithm step.",
+                 f"format = {FORMAT}", f"created = {_q(self.created)}", f"runs = {_ints(self.runs)}",
+                 f"setup = {_q(self.setup)}", f"source = {_q(self.source)}"]
+        for link in self.links:
+            lines += ["", "[[link]]", f"level = {_q(link.level)}",
+                      f"bandwidth_GBps = {_num(link.bandwidth / GB)}",
+                      f"latency_us = {_num(link.latency / US)}", f"backend = {_q(link.backend)}",
+                      f"op = {_q(link.op)}", f"algorithm = {_q(link.algorithm)}",
+                      f"ranks = {link.ranks}", f"ranks_per_node = {link.ranks_per_node}"]
+            if link.nominal_bandwidth is not None:
+                lines.append(f"nominal_bandwidth_GBps = {_num(link.nominal_bandwidth / GB)}")
+            lines += [f"points = {link.points}", f"rms_error = {_num(link.rms_error)}",
+                      f"runs = {_ints(link.runs)}"]
+        for c in self.compute:
+            lines += ["", "[[compute]]", f"device = {_q(c.device)}", f"dtype = {_q(c.dtype)}",
+                      f"peak_TFLOPS = {_num(c.peak_flop_rate / TFLOP)}",
+                      f"peak_source = {_q(c.peak_source)}"]
+            if c.achieved_flop_rate is not None:
+                lines += [f"achieved_TFLOPS = {_num(c.achieved_flop_rate / TFLOP)}",
+                          f"efficiency = {_num(c.efficiency)}"]
+            if c.optimizer_time_per_param is not None:
+                lines.append(f"optimizer_ns_per_param = {_num(c.optimizer_time_per_param / NS)}")
+            lines += [f"model = {_q(c.model)}", f"runs = {_ints(c.runs)}"]
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_toml_data(cls, data: Mapping[str, Any], where: str = "calibration") -> Calibration:
+        top = Table(data, where)
+        version = top.int("format", FORMAT, min=1)
+        if version != FORMAT:
+            raise ConfigError(f"{where}: format", version, f"{FORMAT} (this willitscale's format)")
+        links = tuple(_link_from(t) for t in top.tables("link"))
+        compute = tuple(_compute_from(t) for t in top.tables("compute"))
+        cal = cls(links=links, compute=compute, created=top.str("created", ""),
+                  runs=tuple(top.list("runs", [])), setup=top.str("setup", ""),
+                  source=top.str("source", ""))
+        top.done()
+        return cal
+
+
+def _link_from(t: Table) -> LinkCalibration:
+    nominal = t.float("nominal_bandwidth_GBps", None, positive=True)
+    link = LinkCalibration(
+        level=t.str("level", choices=iter(LEVELS)),
+        bandwidth=t.float("bandwidth_GBps", positive=True) * GB,
+        latency=t.float("latency_us", min=0) * US, backend=t.str("backend", ""),
+        op=t.str("op", "all_reduce"), algorithm=t.str("algorithm", "ring"),
+        ranks=t.int("ranks", 2, min=1), ranks_per_node=t.int("ranks_per_node", 1, min=1),
+        nominal_bandwidth=nominal * GB if nominal is not None else None,
+        points=t.int("points", 0, min=0), rms_error=t.float("rms_error", 0.0, min=0),
+        runs=tuple(t.list("runs", [])))
+    t.done()
+    return link
+
+
+def _compute_from(t: Table) -> ComputeCalibration:
+    peak = t.float("peak_TFLOPS", positive=True)
+    achieved = t.float("achieved_TFLOPS", None, positive=True)
+    efficiency = t.float("efficiency", None, positive=True)
+    if achieved is None and efficiency is not None:  # written by hand: the fraction of peak
+        achieved = efficiency * peak
+    elif achieved is not None and efficiency is not None and not math.isclose(
+            efficiency, achieved / peak, rel_tol=1e-6):
+        raise ConfigError(f"{t.where}: efficiency = {efficiency} but achieved_TFLOPS / peak_TFLOPS "
+                          f"= {achieved / peak:.6g}; give one of them")
+    per_param = t.float("optimizer_ns_per_param", None, positive=True)
+    entry = ComputeCalibration(
+        device=t.str("device"), dtype=t.str("dtype", choices=iter(DTYPES)),
+        peak_flop_rate=peak * TFLOP,
+        peak_source=t.str("peak_source", ""),
+        achieved_flop_rate=achieved * TFLOP if achieved is not None else None,
+        optimizer_time_per_param=per_param * NS if per_param is not None else None,
+        model=t.str("model", ""), runs=tuple(t.list("runs", [])))
+    t.done()
+    return entry
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    """Read a calibration TOML file written by ``willitscale calibrate`` (or by hand)."""
+    cal = Calibration.from_toml_data(load_toml(path), where=str(path))
+    object.__setattr__(cal, "path", str(path))
+    return cal
+
+
+def _q(text: str) -> str:
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _ints(values) -> str:
+    return "[" + ", ".join(str(int(v)) for v in values) + "]"
+
+
+def _num(value: float) -> str:
+    return repr(float(value))

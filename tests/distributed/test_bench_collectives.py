@@ -1,0 +1,47 @@
+"""A 2-rank Gloo sweep with exact correctness checks, through the CLI and its spawner."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from willitscale.bench.sweep import collective_shape
+from willitscale.collectives.ops import Op
+
+pytestmark = pytest.mark.distributed
+
+
+def test_every_op_is_correct_in_both_modes(cli):
+    code, out, err = cli("bench", "collectives", "--nproc", "2", "--ops", "all", "-b", "1kB",
+                         "-e", "64kB", "-f", "8", "--mode", "both", "-n", "2", "-w", "1", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    ops = {r["op"] for r in rows}
+    assert ops == {op.value for op in Op}
+    assert all(r["wrong"] == 0 for r in rows)
+    # sizes 1 kB, 8 kB, 64 kB; all_to_all and send_recv have no in-place form -> 3 rows, others 6
+    per_op = {op: sum(r["op"] == op for r in rows) for op in ops}
+    assert per_op == {op: (3 if op in ("all_to_all", "send_recv") else 6) for op in ops}
+    for r in rows:
+        # every reported size is the rounded one (see test_bench_sweep for the rules)
+        shape = collective_shape(Op(r["op"]), r["size_bytes"], 4, 2)
+        assert shape.size_bytes == r["size_bytes"] and shape.param_count == r["count"]
+        assert r["time_us"] > 0 and r["busbw_GBps"] > 0
+    code, out, _ = cli("results", "list", "--json")
+    listed = json.loads(out)
+    assert listed[0]["kind"] == "collectives" and listed[0]["rows"] == len(rows)
+    assert listed[0]["status"] == "complete" and listed[0]["world_size"] == 2
+
+
+def test_acceptance_invocation_shape(cli):
+    code, out, err = cli("bench", "collectives", "--nproc", "2", "--ops", "all_reduce", "-b", "1MB",
+                         "-e", "4MB", "-f", "2", "-n", "3", "-w", "1", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [r["size_bytes"] for r in rows] == [1_000_000, 2_000_000, 4_000_000]
+    for r in rows:
+        assert {"size_bytes", "time_us", "algbw_GBps", "busbw_GBps", "wrong"} <= set(r)
+        assert r["wrong"] == 0
+        # 2 ranks: busbw = algbw x 2(2-1)/2 = algbw = size / time
+        assert r["busbw_GBps"] == pytest.approx(r["size_bytes"] / (r["time_us"] * 1e-6) / 1e9)

@@ -1,0 +1,54 @@
+"""A 2-rank DDP training step of the built-in model on Gloo, and a matmul sweep."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+pytestmark = pytest.mark.distributed
+
+
+def test_ddp_step_and_its_parts(cli):
+    code, out, err = cli("bench", "train", "--nproc", "2", "--model", "gpt2-tiny", "--seq-len", "32",
+                         "--batch", "2", "--steps", "2", "-w", "1", "--bucket-size", "256KiB", "--json")
+    assert code == 0, err
+    (row,) = json.loads(out)
+    assert row["ranks"] == 2 and row["nodes"] == 1
+    # the workload's count for gpt2-tiny: 2 x (4*128^2 + 4*128 + 2*128*512 + 512 + 128 + 4*128)
+    # + 256*128 + 512*128 + 2*128 = 495,104
+    assert row["params"] == 495_104
+    assert row["bucket_bytes"] == 256 * 1024
+    for part in ("step_s", "forward_s", "backward_s", "backward_no_sync_s", "optimizer_s"):
+        assert row[part] > 0
+    assert row["exposed_comm_s"] >= 0
+    # the step is made of its parts (each a median of slowest-rank times, so only roughly)
+    parts = row["forward_s"] + row["backward_s"] + row["optimizer_s"]
+    assert 0.5 * parts < row["step_s"] < 2.0 * parts
+    # 2 ranks x 2 sequences x 32 tokens per step
+    assert row["tokens_per_s"] == pytest.approx(128 / row["step_s"])
+
+
+def test_matmul(cli):
+    code, out, err = cli("bench", "matmul", "--nproc", "1", "--sizes", "64,32x16x8", "--dtypes",
+                         "float32,bfloat16", "-n", "2", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [(r["m"], r["n"], r["k"], r["type"]) for r in rows] == [
+        (64, 64, 64, "float32"), (32, 16, 8, "float32"), (64, 64, 64, "bfloat16"), (32, 16, 8, "bfloat16")]
+    # 2 x 32 x 16 x 8 = 8192 FLOP per product
+    assert rows[1]["flops"] == 8192
+    assert all(r["achieved_TFLOPS"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("name", ["gpt2-tiny", "gpt2-mini", "gpt2"])
+def test_built_model_has_the_workload_parameter_count(name):
+    # the torch module and the workload's formula are written independently: they must agree
+    from willitscale.bench.gpt import GPT
+    from willitscale.bench.models import bench_model
+    from willitscale.workload.params import param_count
+
+    shape = bench_model(name)
+    built = sum(p.numel() for p in GPT(shape).parameters())
+    assert built == param_count(shape).total

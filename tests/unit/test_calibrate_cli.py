@@ -1,0 +1,113 @@
+"""calibrate + validate on runs written straight into the store (no torch needed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from willitscale.bench.records import CollectiveRow, MatmulRow, TrainRow
+from willitscale.bench.store import Store
+from willitscale.collectives.ops import Op
+
+
+def _env(nodes: int, rpn: int, uplink: float | None = None) -> dict:
+    return {"world_size": nodes * rpn, "nodes": nodes, "ranks_per_node": rpn, "backend": "gloo",
+            "devices": ["cpu"], "emulated": {"uplink_Bps": uplink} if uplink else None}
+
+
+def _store_run(kind, env, rows) -> int:
+    with Store() as store:
+        run = store.start_run(kind, options={}, environment=env)
+        for i, row in enumerate(rows):
+            store.add_row(run, i, row.to_json())
+        store.finish_run(run, "complete")
+    return run
+
+
+def _all_reduce(sizes, n, alpha, B, op=Op.ALL_REDUCE):
+    # ring all-reduce by hand: 2(n-1) alpha + 2(n-1)/n S / B
+    return [CollectiveRow(op=op, size_bytes=int(S), count=int(S) // 4, dtype="float32", redop="sum",
+                          root=-1, in_place=False, ranks=n,
+                          time=2 * (n - 1) * alpha + 2 * (n - 1) / n * S / B, wrong=0) for S in sizes]
+
+
+def test_latest_run_is_calibrated_and_every_row_validated(cli):
+    # an emulated 2 x 1 cluster at 25 MB/s achieving 23.5 MB/s with 1 ms per step
+    run = _store_run("collectives", _env(2, 1, 25e6), _all_reduce([4e6, 8e6, 16e6, 32e6], 2, 1e-3, 23.5e6))
+    code, out, err = cli("calibrate", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    (link,) = result["links"]
+    assert link["level"] == "inter_node" and link["runs"] == [run]
+    assert link["bandwidth_GBps"] == pytest.approx(0.0235, rel=1e-6)
+    assert link["latency_us"] == pytest.approx(1000, rel=1e-4)
+    assert link["efficiency"] == pytest.approx(0.94)  # 23.5 / 25
+    code, out, err = cli("validate", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert len(report["rows"]) == 4
+    assert all(r["in_sample"] and abs(r["error"]) < 1e-6 for r in report["rows"])
+
+
+def test_out_of_sample_rows_and_skipped_runs(cli):
+    fitted = _store_run("collectives", _env(2, 1, 25e6), _all_reduce([4e6, 32e6], 2, 1e-3, 23.5e6))
+    # a later run on the same link, other sizes: predicted, not in-sample
+    later = _store_run("collectives", _env(2, 1, 25e6), _all_reduce([1e6, 2e6], 2, 1e-3, 23.5e6))
+    # a run on another uplink and a single-node run: not predictable by this calibration
+    other = _store_run("collectives", _env(2, 1, 62.5e6), _all_reduce([4e6], 2, 1e-3, 60e6))
+    single = _store_run("collectives", _env(1, 2), _all_reduce([4e6], 2, 1e-4, 1e9))
+    assert cli("calibrate", str(fitted))[0] == 0
+    report = json.loads(cli("validate", "--json")[1])
+    by_run = {}
+    for r in report["rows"]:
+        by_run.setdefault(r["run_id"], []).append(r)
+    assert set(by_run) == {fitted, later}
+    assert all(not r["in_sample"] and abs(r["error"]) < 1e-6 for r in by_run[later])
+    reasons = {s["run_id"]: s["reason"] for s in report["skipped"]}
+    assert "uplink" in reasons[other] and "intra_node" in reasons[single]
+
+
+def test_both_levels_and_compute(cli, tmp_path):
+    inter = _store_run("collectives", _env(2, 1, 25e6), _all_reduce([1e6, 8e6, 64e6], 2, 2e-4, 24e6))
+    intra = _store_run("collectives", _env(1, 2), _all_reduce([1e6, 8e6, 64e6], 2, 5e-5, 1.5e9))
+    matmul = _store_run("matmul", _env(1, 1), [MatmulRow(m=512, n=512, k=512, dtype="float32",
+                                                         device="cpu", time=2 * 512**3 / 50e9)])
+    # gpt2-tiny, seq 64, 2 sequences per rank: executed FLOPs per rank from the workload count
+    train = _store_run("train", _env(1, 2), [TrainRow(
+        model="gpt2-tiny", layers=2, hidden=128, heads=4, vocab=256, seq_len=64, params=495_104,
+        batch_per_rank=2, ranks=2, nodes=1, dtype="float32", bucket_bytes=2**20, device="cpu",
+        step=0.02, forward=0.004, backward=0.012, backward_no_sync=0.011, optimizer=0.004, steps=3)])
+    out_file = tmp_path / "cal.toml"
+    code, out, err = cli("calibrate", str(inter), str(intra), str(matmul), str(train), "-o",
+                         str(out_file), "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert {link["level"] for link in result["links"]} == {"intra_node", "inter_node"}
+    (compute,) = result["compute"]
+    # peak = the matmul rate: 2 x 512^3 FLOP in 2 x 512^3 / 50e9 s = 50 GFLOP/s
+    assert compute["peak_TFLOPS"] == pytest.approx(0.05)
+    from willitscale.bench.models import bench_model
+    from willitscale.workload.flops import training_flops
+
+    executed = training_flops(bench_model("gpt2-tiny"), 64).hardware_per_token * 64 * 2
+    assert compute["achieved_TFLOPS"] == pytest.approx(executed / 0.015 / 1e12)
+    assert out_file.exists()
+    from willitscale.hardware.calibration import load_calibration
+
+    cal = load_calibration(out_file)
+    # optimizer: 4 ms over 495,104 parameters
+    assert cal.compute[0].optimizer_time_per_param == pytest.approx(0.004 / 495_104)
+
+
+def test_plots_of_a_run_and_of_validate(cli, tmp_path):
+    pytest.importorskip("matplotlib")
+    run = _store_run("collectives", _env(2, 1, 25e6), _all_reduce([1e6, 4e6, 16e6], 2, 1e-3, 23.5e6))
+    code, _, err = cli("results", "show", str(run), "--plot", str(tmp_path / "show"))
+    assert code == 0, err
+    assert (tmp_path / "show" / f"busbw-run{run}.png").stat().st_size > 0
+    assert cli("calibrate")[0] == 0
+    code, _, err = cli("validate", "--plot", str(tmp_path / "val"))
+    assert code == 0, err
+    assert {p.name for p in (tmp_path / "val").iterdir()} >= {"validate.png", "validate.svg",
+                                                              "validate-busbw.png"}
