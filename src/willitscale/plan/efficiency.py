@@ -36,7 +36,8 @@ from dataclasses import dataclass
 
 from willitscale.errors import ConfigError
 
-__all__ = ["DEFAULT_HFU", "DEFAULT_OVERLAP_SLOWDOWN", "Efficiency", "default_efficiency"]
+__all__ = ["DEFAULT_HFU", "DEFAULT_OVERLAP_SLOWDOWN", "Efficiency", "default_efficiency",
+           "resolved_efficiency"]
 
 #: compute-only HFU defaults by compute dtype (sources in the module docstring)
 DEFAULT_HFU = {"bf16": 0.5, "fp16": 0.5, "fp8": 0.25}
@@ -74,3 +75,17 @@ def default_efficiency(gpu_name: str, dtype: str) -> Efficiency:
         ) from None
     return Efficiency(kind="hfu", value=value,
                       source=f"default for {dtype} on {gpu_name}, see docs/estimate.md")
+
+
+def resolved_efficiency(scenario) -> Efficiency:
+    """The compute efficiency in force: the user's, a calibration's (an HFU), or the default."""
+    if scenario.efficiency is not None:
+        return scenario.efficiency
+    calibration = scenario.calibration
+    if calibration is not None:
+        entry = calibration.compute_for(scenario.dtype)
+        value = entry.efficiency if entry is not None else calibration.compute_efficiency
+        if value is not None:
+            where = getattr(calibration, "path", "") or "the calibration"
+            return Efficiency(kind="hfu", value=min(float(value), 1.0), source=f"calibrated, {where}")
+    return default_efficiency(scenario.cluster.gpu.name, scenario.dtype)
