@@ -42,10 +42,29 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, nodes_help: str | Non
     eff.add_argument("--hfu", help="fraction of dense peak on executed FLOPs, recomputation included")
     eff.add_argument("--mfu", help="fraction of dense peak on model FLOPs (recomputation not counted)")
     t.add_argument("--memory-convention", help="training-state bytes per parameter convention")
-    p = parser.add_argument_group("parallelism (model parallelism comes with issue 4)")
-    for name in ("dp", "tp", "pp", "cp", "ep"):
-        p.add_argument(f"--{name}", help=f"{name.upper()} degree")
-    p.add_argument("--zero", help="ZeRO stage 0-3")
+    p = parser.add_argument_group("parallelism (docs/parallelism.md)")
+    what = {"dp": "data-parallel replicas (default: what the others leave)",
+            "tp": "tensor-parallel degree (Megatron; keep within a node)",
+            "pp": "pipeline stages", "cp": "context-parallel degree (ring attention)",
+            "ep": "expert-parallel degree (MoE; divides dp)"}
+    for name, text in what.items():
+        p.add_argument(f"--{name}", help=text)
+    p.add_argument("--zero", choices=("0", "1", "2", "3"), help="ZeRO stage: 1 optimizer states, "
+                   "2 + gradients, 3 + weights (FSDP)")
+    p.add_argument("--fsdp", choices=("full", "hybrid"), help="FSDP: full = ZeRO-3 over all "
+                   "data-parallel ranks; hybrid = shard within each node, replicate across")
+    p.add_argument("--pp-schedule", choices=("gpipe", "1f1b", "interleaved"),
+                   help="pipeline schedule (default 1f1b)")
+    p.add_argument("--virtual-stages", help="model chunks per stage with --pp-schedule "
+                                            "interleaved (default 2)")
+    p.add_argument("--sequence-parallel", action="store_const", const="true",
+                   help="Megatron sequence parallelism (needs --tp > 1)")
+    p.add_argument("--tp-comm-overlap", action="store_const", const="true",
+                   help="overlap TP collectives with the GEMMs (Megatron-Core userbuffers)")
+    p.add_argument("--rank-order", help="placement of ranks, innermost first "
+                                        "(default tp-cp-ep-dp-pp)")
+    p.add_argument("--no-flash-attention", dest="flash_attention", action="store_const",
+                   const="false", help="standard attention (keeps the s x s scores)")
     d = parser.add_argument_group("DDP gradient synchronisation")
     d.add_argument("--no-overlap", dest="overlap", action="store_const", const="false",
                    help="all-reduce after backward instead of during it")

@@ -25,6 +25,7 @@ __all__ = [
     "ZERO_STAGES",
     "SHARD_SCOPES",
     "Plan",
+    "BatchNotDivisible",
     "resolve_batch",
 ]
 
@@ -161,9 +162,13 @@ def resolve_batch(*, dp: int, micro_batch: int | None, global_batch: int | None,
     return micro, accum
 
 
+class BatchNotDivisible(ConfigError):
+    """The global batch cannot be split evenly over the data-parallel replicas and micro-batches."""
+
+
 def _divide(global_batch: int, divisor: int, what: str) -> int:
     if global_batch % divisor or global_batch < divisor:
-        raise ConfigError(
+        raise BatchNotDivisible(
             f"global_batch = {global_batch} is not a multiple of {what} = {divisor}: "
             f"each of the {divisor} slots must get a whole number of samples "
             f"(nearest valid: {max(divisor, global_batch // divisor * divisor)})"
