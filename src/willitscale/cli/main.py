@@ -18,7 +18,7 @@ from willitscale.errors import WillItScaleError
 
 # The order here is the order of ``willitscale --help``.
 COMMAND_MODULES: tuple[str, ...] = (
-    "estimate", "scale", "requirements", "size", "hardware", "model", "collective",
+    "estimate", "plan", "scale", "requirements", "size", "hardware", "model", "collective",
 )
 
 DEBUG_ENV = "WILLITSCALE_DEBUG"

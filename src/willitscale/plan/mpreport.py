@@ -128,7 +128,7 @@ def _comm_ops(scenario, ctx, result, rows) -> tuple[CommReport, ...]:
             calls=int(round(float(np.asarray(per["calls"])[0]))), time=time,
             exposed=float(np.asarray(per["exposed"])[0]), links=_links(row, ctx),
             algorithm="NCCL's choice (ring / double binary tree)" if op == "all_reduce" else
-            ("ring" if op in ("all_gather", "reduce_scatter") else "direct"),
+            ("direct (peer to peer)" if op in ("send_recv", "all_to_all") else "ring"),
             why=_why(kind, scenario), leaves_node=bool(row["leaves_node"]), placement=row["where"]))
     return tuple(ops)
 
