@@ -18,7 +18,7 @@ from willitscale.plan.engine import OPTIMIZER_BYTES_PER_PARAM, BatchResult, pick
 __all__ = ["assemble", "KINDS"]
 
 #: model-parallel kinds reported per step, in report order
-KINDS = ("tp", "cp", "ep", "pp", "zero3")
+KINDS = ("tp", "cp", "ep", "pp", "ppgather", "zero3")
 
 
 def _optimizer(ctx, b, st, params, places):

@@ -55,6 +55,7 @@ class Context:
     convention: str
     layer_fixed: float  #: norms + router parameters of one layer (not split by tp)
     expert_share: float  #: expert MLPs' share of a layer's split parameters
+    roofline: bool = False  #: default compute model: GEMMs at e x peak + element-wise at HBM speed
 
 
 def make_context(scenario) -> Context:
@@ -62,6 +63,8 @@ def make_context(scenario) -> Context:
     from willitscale.plan.links import cluster_links
     from willitscale.plan.memory import default_convention
     from willitscale.plan.stages import model_terms
+
+    from willitscale.plan.efficiency import roofline_applies
 
     eff = resolved_efficiency(scenario) if scenario.measured.step_time_one_gpu is None else None
     fixed, share = 0.0, 0.0
@@ -77,7 +80,8 @@ def make_context(scenario) -> Context:
                    grad_bytes=scenario.ddp.grad_bytes,
                    convention=scenario.memory_convention or default_convention(
                        scenario.ddp.grad_reduce_dtype),
-                   layer_fixed=fixed, expert_share=share)
+                   layer_fixed=fixed, expert_share=share,
+                   roofline=eff is not None and roofline_applies(scenario))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -67,7 +67,19 @@ def _compute(ctx, b, st):
     else:
         seconds = executed / (ctx.efficiency.value * ctx.peak)
     forward = seconds * fwd / executed
-    return forward, seconds - forward, seconds / executed
+    backward = seconds - forward
+    if ctx.roofline:
+        from willitscale.plan.kernels import elementwise_bytes
+
+        model = ctx.scenario.model
+        f_bytes, b_bytes = elementwise_bytes(
+            hidden=model.hidden, heads=model.heads, seq_len=ctx.scenario.seq_len, tp=b.tp,
+            sequence_parallel=b.sequence_parallel, flash=ctx.scenario.options.flash_attention,
+            recompute=b.recompute)
+        rate = st.tokens[:, None] * st.layers / ctx.scenario.cluster.gpu.memory_bandwidth
+        forward = forward + rate * f_bytes[:, None]
+        backward = backward + rate * b_bytes[:, None]
+    return forward, backward, (forward + backward) / executed
 
 
 def _places(ctx, b):
@@ -134,7 +146,7 @@ def _traffic(ctx, b, st, comp, params, places, L):
                                 lines_p2p=L["cp"], attention_seconds=attention)
     out["ep"] = expert_traffic(tokens=st.tokens, tp=b.tp, top_k=max(t.top_k, 1), hidden=t.hidden,
                                layers=st.layers, full_recompute=full, lines_a2a=L["ep"])
-    out["pp"] = send_traffic(tokens=st.tokens, hidden=t.hidden, tp=b.tp, pp=b.pp,
+    out["pp"], out["ppgather"] = send_traffic(tokens=st.tokens, hidden=t.hidden, tp=b.tp, pp=b.pp,
                              sequence_parallel=b.sequence_parallel, interleaved=b.interleaved,
                              virtual_stages=b.virtual_stages, lines_p2p=L["pp"],
                              lines_tp_ag=L["tp_all_gather"])

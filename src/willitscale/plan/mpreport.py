@@ -12,7 +12,8 @@ from willitscale.plan.result import CommReport
 
 __all__ = ["model_parallel_parts", "placement_rows", "unknowns_of"]
 
-_KIND_GROUP = {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": "dp", "zero3": "shard",
+_KIND_GROUP = {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "ppgather": "tp", "dp": "dp",
+               "zero3": "shard",
                "zero_ag": "shard", "emb": "pp"}
 _GROUP_NAME = {"tp": "tensor parallel", "cp": "context parallel", "ep": "expert parallel",
                "pp": "pipeline", "dp": "data parallel (gradients: cp x dp)",
@@ -74,6 +75,7 @@ _NAMES = {
     "cp": ("CP ring attention: K/V blocks", "send_recv"),
     "ep": ("EP token all-to-alls", "all_to_all"),
     "pp": ("PP activation/gradient sends", "send_recv"),
+    "ppgather": ("PP all-gather of the scattered sends (over TP)", "all_gather"),
     "zero3": ("ZeRO-3 weight all-gathers + gradient reduce-scatters", "all_gather"),
     "dp": ("DP gradient all-reduce", "all_reduce"),
     "zero_ag": ("ZeRO weight all-gather after the optimizer", "all_gather"),
@@ -94,6 +96,8 @@ def _why(kind: str, scenario) -> str:
         "ep": "dispatch + combine per MoE layer, forward and backward; on the critical path",
         "pp": "one send per stage boundary and micro-batch, each way; 1/tp per GPU "
               "(scatter/gather), on the critical path",
+        "ppgather": "the receiving stage's TP ranks reassemble the 1/tp pieces (Megatron's "
+                    "scatter/gather; not needed with sequence parallelism)",
         "zero3": "every micro-batch: weights gathered for forward and backward, gradients "
                  "reduce-scattered; prefetched layer by layer",
         "dp": "buckets during the last micro-batch's backward; the tail after it is exposed",
@@ -122,7 +126,7 @@ def _comm_ops(scenario, ctx, result, rows) -> tuple[CommReport, ...]:
             op = "reduce_scatter+all_gather"
         ops.append(CommReport(
             name=name, op=op, parallelism="zero" if kind in ("zero3", "zero_ag") else
-            ("pp" if kind == "emb" else kind),
+            ("pp" if kind in ("emb", "ppgather") else kind),
             group=f"{row['group']}: {row['where']}", ranks=int(row["size"]),
             bytes=float(np.asarray(per["bytes"])[0]),
             calls=int(round(float(np.asarray(per["calls"])[0]))), time=time,

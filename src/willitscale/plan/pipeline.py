@@ -49,14 +49,17 @@ def bubble_fraction(pp, micro_batches, virtual_stages=1):
 
 
 def send_traffic(*, tokens, hidden: int, tp, pp, sequence_parallel, interleaved, virtual_stages,
-                 lines_p2p, lines_tp_ag) -> Traffic:
-    """Stage-to-stage sends per micro-batch, charged to the sending stage (arrays (plans, 3))."""
+                 lines_p2p, lines_tp_ag) -> tuple[Traffic, Traffic]:
+    """Stage-to-stage sends per micro-batch, charged to the sending stage, and the all-gathers
+    that reassemble them over the receiving stage's tensor-parallel group (arrays (plans, 3))."""
     full = np.asarray(tokens, dtype=float) * hidden * ACTIVATION_BYTES
     t = np.asarray(tp, dtype=float)
     sp = np.asarray(sequence_parallel, dtype=bool)
     message = full / t
-    gather = np.where((t > 1) & ~sp, line_time(lines_tp_ag, full), 0.0)
-    one = np.where(np.asarray(pp) > 1, line_time(lines_p2p, message) + gather, 0.0)
+    many_stages = np.asarray(pp) > 1
+    gathered = (t > 1) & ~sp & many_stages
+    gather = np.where(gathered, line_time(lines_tp_ag, full), 0.0)
+    one = np.where(many_stages, line_time(lines_p2p, message), 0.0)
     p = np.asarray(pp, dtype=float)
     many = p >= 2
     v = np.where(np.asarray(interleaved, dtype=bool), np.asarray(virtual_stages, dtype=float), 1.0)
@@ -67,8 +70,13 @@ def send_traffic(*, tokens, hidden: int, tp, pp, sequence_parallel, interleaved,
     bwd_sends = np.where(inter & many[:, None], v[:, None], bwd_sends)
     fwd, bwd = fwd_sends * one[:, None], bwd_sends * one[:, None]
     n = fwd_sends + bwd_sends
-    return Traffic(kind="pp", op="send_recv", fwd=fwd, bwd=bwd, fwd_exposed=fwd, bwd_exposed=bwd,
-                   bytes=n * message[:, None] * many[:, None], calls=n * many[:, None])
+    sends = Traffic(kind="pp", op="send_recv", fwd=fwd, bwd=bwd, fwd_exposed=fwd, bwd_exposed=bwd,
+                    bytes=n * message[:, None] * many[:, None], calls=n * many[:, None])
+    gfwd, gbwd = fwd_sends * gather[:, None], bwd_sends * gather[:, None]
+    gathers = Traffic(kind="ppgather", op="all_gather", fwd=gfwd, bwd=gbwd, fwd_exposed=gfwd,
+                      bwd_exposed=gbwd, bytes=n * (full * gathered)[:, None],
+                      calls=n * gathered[:, None])
+    return sends, gathers
 
 
 def pipeline_time(stage_time, counts, micro_batches, virtual_stages, interleaved):

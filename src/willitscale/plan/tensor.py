@@ -12,8 +12,12 @@ transformer layer and micro-batch, over the ``t`` ranks of the tensor-parallel g
 * the vocabulary-parallel embedding all-reduces its output once (first stage, forward), and the
   LM head's input gradient once (last stage, backward).
 
-These sit between dependent matmuls, so they are on the critical path; with
-``tp_comm_overlap`` (Megatron-Core's userbuffers) they hide under the GEMMs as far as those last:
+In the forward these sit between dependent matmuls, on the critical path. In the backward
+Megatron-LM overlaps the all-reduce of each input gradient with the weight-gradient GEMM of the
+same layer (Korthikanti et al. 2022, section 6.2: "we overlap all-reduce communication with the
+linear weight's gradient computation"), half the backward's matmul work, i.e. about the
+forward's compute time: exposed in backward = ``max(0, communication - forward compute)``.
+With ``tp_comm_overlap`` (Megatron-Core's userbuffers) the forward's hide under its GEMMs too:
 exposed = ``max(0, communication - compute)`` per pass. The ring all-reduce sends
 ``2 (t-1)/t x b s h x 2`` bytes per GPU through its NVLink port: ``1.75 x`` the activations at
 ``t = 8`` (see :func:`ring_allreduce_bytes_factor` and the A100/A800 case, docs/parallelism.md).
@@ -49,8 +53,9 @@ def tensor_traffic(*, tokens, hidden: int, layers, emb, head, full_recompute, se
     fwd, bwd = n_fwd * unit[:, None], n_bwd * unit[:, None]
     calls = (n_fwd + n_bwd) * np.where(sp, 2.0, 1.0)[:, None]
     active = (unit > 0)[:, None]
+    weight_grads = fwd_compute  # the backward's weight-gradient GEMMs take about a forward
     return Traffic(kind="tp", op="all_reduce", fwd=fwd, bwd=bwd,
                    fwd_exposed=exposed_part(fwd, fwd_compute, overlap),
-                   bwd_exposed=exposed_part(bwd, bwd_compute, overlap),
+                   bwd_exposed=exposed_part(bwd, bwd_compute if overlap else weight_grads, True),
                    bytes=np.where(active, calls * size[:, None], 0.0),
                    calls=np.where(active, calls, 0.0))

@@ -23,8 +23,9 @@ REASONS = (
                               "key/value heads, or be a multiple of them)"),
     ("pp_not_dividing_layers", "pp must divide the layers (or layers + 2, with the embedding and "
                                "the head counted as layers)"),
-    ("virtual_stages_not_dividing_layers", "the interleaved schedule needs each stage's layers "
-                                           "to split evenly into virtual_stages chunks"),
+    ("virtual_stages_not_dividing_layers", "the interleaved schedule needs each (middle) "
+                                           "stage's layers to split evenly into virtual_stages "
+                                           "chunks"),
     ("interleaved_needs_microbatches", "the interleaved schedule needs the micro-batches per "
                                        "step (grad_accum) to be a multiple of pp (Megatron-LM)"),
     ("cp_not_dividing_sequence", "cp needs the sequence length to be a multiple of 2 x cp (each "
@@ -67,13 +68,12 @@ def structural_reasons(degrees: dict, terms, model, *, gpus_per_node: int, seq_l
         tp_ok = np.asarray(tp_divides_shape(model, tp), dtype=bool)
     else:
         tp_ok = np.ones(np.shape(tp), dtype=bool)
-    uniform = np.mod(terms.layers, pp) == 0
     checks = [
         ("needs_model_shape", mp & (not terms.has_shape)),
         ("tp_not_dividing_heads", ~tp_ok),
         ("pp_not_dividing_layers", ~layers_ok | (pp > terms.layers)),
         ("virtual_stages_not_dividing_layers",
-         inter & (~uniform | (np.mod(layers[..., 1], np.maximum(v, 1)) != 0))),
+         inter & (np.mod(layers[..., 1], np.maximum(v, 1)) != 0)),
         ("interleaved_needs_microbatches", inter & (np.mod(accum, pp) != 0)),
         ("cp_not_dividing_sequence", (cp > 1) & (np.mod(seq_len, 2 * cp) != 0)),
         ("ep_needs_moe", (ep > 1) & (not terms.moe)),
