@@ -125,20 +125,27 @@ def collective_lines(op: str, placement, links: ClusterLinks, *, ranks=None) -> 
     size = np.atleast_1d(np.asarray(placement.size if ranks is None else ranks, dtype=float))
     per_node = np.atleast_1d(np.minimum(placement.members_per_node, size)).astype(float)
     spans = np.atleast_1d(np.asarray(placement.nodes) > 1) & (size > 1)
-    share = np.broadcast_to(np.atleast_1d(placement.node_share), size.shape)
-    intercept = np.zeros((size.size, len(algorithms)))
-    slope = np.zeros_like(intercept)
+    share = np.broadcast_to(np.atleast_1d(placement.node_share), size.shape).astype(float)
     keys = np.where(spans, per_node, 0.0)
-    for key in np.unique(keys):
-        rows = np.nonzero(keys == key)[0]
-        net = _network(links, int(key), bool(key > 0), share[rows])
-        n = size[rows]
+    # plans share few group geometries: cost each distinct one once
+    share_code = np.rint(np.where(spans, share, 0.0) * (1 << 15)).astype(np.int64)
+    code = (keys.astype(np.int64) << 44) + (size.astype(np.int64) << 16) + share_code
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    unique = np.stack([keys[first], size[first], np.where(spans, share, 0.0)[first]], axis=1)
+    inverse = inverse.reshape(-1)
+    u_int = np.zeros((len(unique), len(algorithms)))
+    u_slope = np.zeros_like(u_int)
+    for key in np.unique(unique[:, 0]):
+        rows = np.nonzero(unique[:, 0] == key)[0]
+        net = _network(links, int(key), bool(key > 0), unique[rows, 2])
+        n = unique[rows, 1]
         for j, algorithm in enumerate(algorithms):
             t1 = np.asarray(collective_cost(op, algorithm, _S1, n, net).time, dtype=float)
             t2 = np.asarray(collective_cost(op, algorithm, _S2, n, net).time, dtype=float)
             b = (t2 - t1) / (_S2 - _S1)
-            slope[rows, j] = b
-            intercept[rows, j] = t1 - b * _S1
+            u_slope[rows, j] = b
+            u_int[rows, j] = t1 - b * _S1
+    intercept, slope = u_int[inverse], u_slope[inverse]
     return CollectiveLines(op=op, algorithms=algorithms, intercept=intercept, slope=slope)
 
 
@@ -156,10 +163,17 @@ def line_time(lines: CollectiveLines, size, *, with_choice: bool = False):
     times = [np.maximum(t, 0.0) for t in times]
     if len(times) == 1:
         return (times[0], np.zeros(times[0].shape, dtype=int)) if with_choice else times[0]
-    stacked = np.stack(np.broadcast_arrays(*times))
-    best = stacked.min(axis=0)
-    index = np.argmax(stacked <= best * (1 + _TOLERANCE) + 1e-300, axis=0)
-    chosen = np.take_along_axis(stacked, index[None, ...], axis=0)[0]
+    # the first algorithm (in NCCL's preference order) within the tolerance of the fastest
+    best = times[0]
+    for t in times[1:]:
+        best = np.minimum(best, t)
+    limit = best * (1 + _TOLERANCE) + 1e-300
+    chosen, index = times[-1], np.full(np.shape(times[-1]), len(times) - 1)
+    for j in range(len(times) - 2, -1, -1):
+        ok = times[j] <= limit
+        chosen = np.where(ok, times[j], chosen)
+        if with_choice:
+            index = np.where(ok, j, index)
     return (chosen, index) if with_choice else chosen
 
 

@@ -40,9 +40,7 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
         keys = np.stack([st.layers[col, k], st.emb[col, k], st.head[col, k], st.copy[col, k],
                          b.tp[col], b.ep[col], b.recompute[col],
                          (b.zero[col] == 0) & (measured is not None)], axis=1).astype(np.int64)
-        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-        for u, key in enumerate(uniq):
-            rows = col[inverse.reshape(-1) == u]
+        for key, rows in _groups(keys, col):
             d, e, frac = stage_buckets(sc.model, sc.seq_len, sc.options.flash_attention,
                                        tuple(int(x) for x in key[:7]), float(params[0][rows[0], k]),
                                        ctx.grad_bytes, sc.ddp.first_bucket, sc.ddp.bucket_cap)
@@ -59,6 +57,20 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
             if len(out) == 4:
                 schedule[k] = (d + e, out[2][0], out[3][0])
     return total, exposed, schedule
+
+
+def _groups(keys, rows):
+    """``(key, rows)`` for each distinct key row: one integer code per row, sorted once."""
+    code = keys[:, 0].astype(np.int64)
+    for j, radix in enumerate((2, 2, 2, 1 << 12, 1 << 12, 4, 2), start=1):
+        code = code * radix + keys[:, j]
+    order = np.argsort(code, kind="stable")
+    sorted_code = code[order]
+    starts = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
+    ends = np.r_[starts[1:], len(order)]
+    for a, z in zip(starts, ends):
+        members = order[a:z]
+        yield keys[members[0]], rows[members]
 
 
 def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *, detail: bool = False):
