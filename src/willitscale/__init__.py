@@ -117,6 +117,27 @@ _EXPORTS: dict[str, str] = {
     "Timeline": "willitscale.report.timeline",
     "render_timeline": "willitscale.report.timeline",
     "chrome_trace": "willitscale.report.trace",
+    # report: figures and the HTML report
+    "Chart": "willitscale.report.plots.base",
+    "write_charts": "willitscale.report.plots.base",
+    "ReportContents": "willitscale.report.contents",
+    "build_contents": "willitscale.report.contents",
+    "render_html": "willitscale.report.html",
+    # fabric: topologies and the flow simulator
+    "Topology": "willitscale.topology",
+    "FabricLinks": "willitscale.topology",
+    "build_topology": "willitscale.topology",
+    "max_cluster": "willitscale.topology",
+    "Routing": "willitscale.topology",
+    "parse_routing": "willitscale.topology",
+    "Traffic": "willitscale.fabric",
+    "simulate": "willitscale.fabric",
+    "simulate_collective": "willitscale.fabric",
+    "CollectiveCall": "willitscale.fabric",
+    "calls_time": "willitscale.fabric",
+    "ParallelLayout": "willitscale.fabric",
+    "StepComm": "willitscale.fabric",
+    "step_traffic": "willitscale.fabric",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -9,6 +9,7 @@ Conventions (the field's classic slips, made explicit):
   are powers of 2 (GiB = 2^30 bytes).
 * A lower-case ``b`` is a bit, an upper-case ``B`` a byte: ``200Gbps`` = ``200 Gb/s`` =
   25 GB/s, ``25GBps`` = ``25 GB/s``. ``Mbit``/``Gbit`` (the ``tc`` spelling) are bits too.
+  Bandwidth prefixes may be lower case (``200gbps``, ``100mbit``: there is no milli-bandwidth).
 * A bandwidth is one direction. A figure quoted for both directions together is accepted only
   when labelled as such (``"600GB/s duplex"``, ``"900 GB/s bidirectional"``) and is halved.
 * A bare number is accepted where its unit is unambiguous: sizes (bytes) and counts. A bare
@@ -48,8 +49,9 @@ _NUMBER = r"(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
 _PREFIX = r"(?P<prefix>Ki|Mi|Gi|Ti|Pi|[kKMGTPE]?)"
 
 _SIZE_RE = re.compile(rf"^{_NUMBER}\s*(?:{_PREFIX}(?P<unit>B|b|bytes?|bits?|bit))?$")
+_BW_PREFIX = r"(?P<prefix>Ki|Mi|Gi|Ti|Pi|[kKmMgGtTpPeE]?)"  # no milli-bandwidth: "mbps" is mega
 _BW_RE = re.compile(
-    rf"^{_NUMBER}\s*{_PREFIX}(?P<unit>bps|Bps|b/s|B/s|bit/s|bits/s|bit|byte/s|bytes/s)"
+    rf"^{_NUMBER}\s*{_BW_PREFIX}(?P<unit>bps|Bps|b/s|B/s|bit/s|bits/s|bit|byte/s|bytes/s)"
     r"(?:\s*\(?\s*(?P<label>duplex|bidirectional|bi-directional|bidir|unidirectional|"
     r"one[- ]direction|per[- ]direction)\s*\)?)?$"
 )
@@ -116,7 +118,8 @@ def parse_bandwidth(value: str | float | int, *, field: str = "bandwidth") -> fl
     if not m:
         hint = " (a bare number is ambiguous: add a unit)" if _is_number(text) else ""
         raise ConfigError(field, value, expected + hint)
-    num = float(m["num"]) * _scale(m["prefix"] or "")
+    prefix = m["prefix"] or ""
+    num = float(m["num"]) * _scale(prefix if prefix in _BINARY else prefix.upper().replace("K", "k"))
     unit = m["unit"]
     if unit in ("bps", "b/s", "bit/s", "bits/s", "bit"):
         num /= BITS_PER_BYTE
@@ -255,7 +258,9 @@ def format_time(seconds: float, *, digits: int = 3) -> str:
     ):
         if magnitude >= limit * 0.9995:
             return f"{_sig(seconds / scale, digits)} {unit}"
-    return f"{_sig(seconds / 1e-9, digits)} ns"
+    if magnitude >= 1e-9 * 0.9995:
+        return f"{_sig(seconds / 1e-9, digits)} ns"
+    return f"{seconds:.{digits - 1}e} s"
 
 
 def format_flops(flops: float, *, digits: int = 3) -> str:

@@ -213,11 +213,17 @@ def test_seeds_003_allreduce_times_reproduced(cat):
     assert size / eth.effective_bandwidth == pytest.approx(2 * size / 3.01e9, rel=0.02)
 
 
-def test_lecture_dgx_a100_measured_fraction(cat):
-    # seeds/004: DGX A100 with 8 x 200 Gb/s = 200 GB/s per node "typically measured 160 GB/s".
+def test_dgx_a100_inter_node_fraction_between_published_measurements(cat):
+    # DGX A100: 8 x 200 Gb/s HDR = 8 x 25 GB/s = 200 GB/s per node, one direction.
+    # Published achievable all_reduce busbw: NCCL's maintainers give "24GB/s ... per 200G NIC"
+    # (nccl-tests#119) = 8 x 24 = 192 GB/s per node; seeds/004 reports "typically measured
+    # 160 GB/s". The default (0.92 x 200 = 184 GB/s) must lie between the two and within 5% of
+    # the vendor's figure.
     node = cat.node("dgx-a100")
     assert node.inter_node_bandwidth == pytest.approx(200 * GB)
-    assert node.nics * node.nic.effective_bandwidth == pytest.approx(160 * GB)
+    achievable = node.nics * node.nic.effective_bandwidth
+    assert 160 * GB < achievable <= 192 * GB
+    assert achievable == pytest.approx(192 * GB, rel=0.05)
 
 
 def test_p4d_efa_measured_fraction(cat):

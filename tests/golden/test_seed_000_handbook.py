@@ -64,11 +64,23 @@ def test_400_gbps_halves_the_inter_node_time():
 
 
 def test_eighty_percent_of_advertised_speed():
-    # "expect to get 320Gbps (about 80%)": the catalog's InfiniBand efficiency 0.8 makes the
-    # all-reduce 1/0.8 = 1.25x the full-rate time (bandwidth-bound, latency negligible at 8 GB)
+    # "expect to get 320Gbps (about 80%)": at an achievable fraction e of the advertised rate the
+    # bandwidth-bound all-reduce takes 1/e of the full-rate time (latency is negligible at 8 GB).
+    # The article's e = 0.8 gives 1.25x; the catalog's InfiniBand default (0.92, NCCL's measured
+    # per-NIC busbw, docs/hardware.md) gives 1/0.92 = 1.087x.
     ideal = estimate(_ideal(build_scenario({**ARTICLE, "nodes": 4})))
-    real = estimate(build_scenario({**ARTICLE, "nodes": 4}))
-    assert real.comms == pytest.approx(ideal.comms / 0.8, rel=0.02)
+    scenario = build_scenario({**ARTICLE, "nodes": 4})
+    node = scenario.cluster.node
+    at_80 = replace(scenario, cluster=replace(scenario.cluster, node=replace(
+        node, nic=replace(node.nic, efficiency=0.8, latency=0.0),
+        intra_link=replace(node.intra_link, efficiency=1.0, latency=0.0))))
+    assert estimate(at_80).comms == pytest.approx(ideal.comms / 0.8, rel=0.01)
+    default = estimate(scenario)
+    assert node.nic.efficiency == pytest.approx(0.92)
+    # plus latency the ideal case drops: ~307 buckets x (2*3 hops x 2.7 us + 2*28 x 0.6 us) ~ 15 ms,
+    # 2% of the 0.67 s; so within 3%, and never below the bandwidth-only figure
+    assert default.comms == pytest.approx(ideal.comms / 0.92, rel=0.03)
+    assert default.comms >= ideal.comms / 0.92
 
 
 def test_acceptance_four_nodes(cli):

@@ -16,7 +16,7 @@ def test_preset_gives_everything():
     assert (c.node.nics, c.node.nic.name) == (8, "ib-ndr")
     assert c.node.inter_node_bandwidth == 8 * 400 * Gb
     # the report can say which link numbers were used, with their latency/efficiency
-    assert any(a.startswith("ib-ndr:") and "efficiency 0.80" in a for a in c.assumptions)
+    assert any(a.startswith("ib-ndr:") and "efficiency 0.92" in a for a in c.assumptions)
 
 
 def test_gpu_alone_uses_its_standard_server_and_says_so():

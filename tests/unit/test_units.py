@@ -32,6 +32,8 @@ from willitscale.units import (
         ("200Mbit", 25e6),  # tc spelling, bits
         ("3.2Tbps", 400e9),
         ("1 GiB/s", 2**30),
+        ("200gbps", 25e9),  # lower-case prefix: still giga, and b is still a bit
+        ("100mbit", 12.5e6),  # "m" is mega here: no bandwidth is quoted in millibits
         ("0", 0.0),
     ],
 )
@@ -108,6 +110,7 @@ def test_formatting():
     assert format_time(0.0175) == "17.5 ms"
     assert format_time(2e-6) == "2.00 us"
     assert format_time(7200) == "2.00 h"
+    assert format_time(4.04e-15) == "4.04e-15 s"  # below a nanosecond: scientific, not 0.00000404 ns
     assert format_count(774030080) == "774 M"
 
 

@@ -108,3 +108,28 @@ def test_cli_convention_names_match_the_core():
     from willitscale.workload.memory import CONVENTIONS
 
     assert set(CONVENTION_NAMES) == set(CONVENTIONS)
+
+
+def test_extended_context_config_defaults_to_the_pretraining_length(tmp_path):
+    # Llama 3.1 8B's config: max_position_embeddings 131072 with rope_scaling
+    # original_max_position_embeddings 8192 (the length it was pretrained at, Dubey et al. 2024);
+    # the default sequence length must be the 8192, not the 131072 context window.
+    config = json.loads((HF / "llama3-8b.json").read_text())
+    config |= {"max_position_embeddings": 131072,
+               "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}}
+    folder = tmp_path / "Llama-3.1-8B"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    model = get_model(str(folder))
+    assert (model.max_positions, model.seq_len) == (131072, 8192)
+
+
+def test_a_folder_on_disk_wins_over_a_catalog_alias(tmp_path, monkeypatch):
+    # `./llama3-8b/config.json` exists: the user means that file, not the catalog entry.
+    config = json.loads((HF / "llama3-8b.json").read_text()) | {"num_hidden_layers": 2}
+    (tmp_path / "llama3-8b").mkdir()
+    (tmp_path / "llama3-8b" / "config.json").write_text(json.dumps(config))
+    monkeypatch.chdir(tmp_path)
+    assert get_model("llama3-8b").layers == 2
+    monkeypatch.chdir(tmp_path.parent)
+    assert get_model("llama3-8b").layers == 32  # no such folder here: the catalog

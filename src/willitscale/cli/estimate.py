@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from willitscale.cli.plot_flag import add_plot_flag
 from willitscale.cli.scenario_flags import add_scenario_flags, settings_from_args
 from willitscale.errors import Infeasible, WillItScaleError
 
@@ -50,6 +51,7 @@ def register(subparsers) -> None:
     p.add_argument("--trace", metavar="FILE", help="write the step's timeline as Chrome/Perfetto "
                                                    "trace JSON (open at https://ui.perfetto.dev)")
     p.add_argument("--width", type=int, default=64, help="timeline width in characters")
+    add_plot_flag(p)
     p.set_defaults(run=run)
 
 
@@ -123,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
 
         path = write_chrome_trace(est.timeline, args.trace)
         print(f"trace written to {path} (open it at https://ui.perfetto.dev)", file=sys.stderr)
+    if args.plot:
+        from willitscale.cli.plot_flag import estimate_plots
+
+        estimate_plots(args.plot, est)
     if args.json:
         print_json({**est.to_json(), "scenario": _scenario_json(scenario)})
     else:

@@ -67,9 +67,14 @@ def _memory_line(m) -> str:
             f"{gib(m.optimizer)} · activations {acts}{buffers}  ({escape(m.convention)})")
 
 
+def _data_parallel(est) -> bool:
+    p = est.plan
+    return not p or (p.get("tp", 1) == p.get("pp", 1) == p.get("cp", 1) == p.get("ep", 1) == 1
+                     and p.get("zero", 0) == 0)
+
+
 def _communication(est, out) -> None:
-    if est.plan and not (est.plan.get("tp", 1) == est.plan.get("pp", 1) == est.plan.get("cp", 1)
-                         == est.plan.get("ep", 1) == 1 and est.plan.get("zero", 0) == 0):
+    if not _data_parallel(est):
         out.print(f"[bold]Communication[/bold] {format_time(est.comms)} per step on the critical "
                   f"GPU, {format_time(est.exposed_comms)} exposed")
         for op in est.comm_ops:
@@ -117,9 +122,10 @@ def print_estimate(est, scenario, *, width: int = DEFAULT_WIDTH, brief: bool = F
 
     out = console(file)
     out.print(f"[bold]Estimate[/bold] {escape(scenario_line(scenario))}")
+    rate = "" if _data_parallel(est) else (f" · {est.tflops_per_gpu:.0f} TFLOP/s per GPU"
+                                           f" ({est.hardware_tflops_per_gpu:.0f} executed)")
     out.print(f"[bold]step {format_time(est.step_time)}[/bold] · {est.tokens_per_s:,.0f} tokens/s"
-              f" · MFU {est.mfu:.3f} · HFU {est.hfu:.3f} · {est.tflops_per_gpu:.0f} TFLOP/s per GPU"
-              f" ({est.hardware_tflops_per_gpu:.0f} executed)")
+              f" · MFU {est.mfu:.3f} · HFU {est.hfu:.3f}{rate}")
     _breakdown(est, file)
     _communication(est, out)
     _pipeline_and_groups(est, out)

@@ -18,7 +18,8 @@ from willitscale.errors import WillItScaleError
 
 # The order here is the order of ``willitscale --help``.
 COMMAND_MODULES: tuple[str, ...] = (
-    "estimate", "plan", "scale", "requirements", "size", "hardware", "model", "collective",
+    "estimate", "plan", "scale", "requirements", "size", "report", "hardware", "model",
+    "collective", "fabric",
 )
 
 DEBUG_ENV = "WILLITSCALE_DEBUG"

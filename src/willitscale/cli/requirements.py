@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from willitscale.cli.plot_flag import add_plot_flag
 from willitscale.cli.scenario_flags import add_scenario_flags, settings_from_args
 
 HELP = ("the least inter-node (or, on one node, intra-node) bandwidth at which exposed "
@@ -22,6 +23,7 @@ def register(subparsers) -> None:
     p.add_argument("--max-exposed-share", type=float, default=0.05,
                    help="largest share of the step exposed communication may take (default 0.05)")
     p.add_argument("--json", action="store_true", help="the rows as a JSON list")
+    add_plot_flag(p)
     p.set_defaults(run=run)
 
 
@@ -79,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
             layer = {"nodes": n} if params is None else {"nodes": n, "params": params}
             rows.append(requirement_row(build_scenario({**settings, **layer}),
                                         max_exposed_share=args.max_exposed_share))
+    if args.plot:
+        from willitscale.cli.plot_flag import requirements_plots
+
+        requirements_plots(args.plot, rows, share=args.max_exposed_share)
     if args.json:
         print_json(rows)
         return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from willitscale.cli.plot_flag import add_plot_flag
 from willitscale.cli.scenario_flags import add_scenario_flags, settings_from_args
 
 HELP = "the estimate over a list or range of node counts: comms vs compute, speedup, efficiency"
@@ -18,6 +19,7 @@ def register(subparsers) -> None:
     )
     add_scenario_flags(p, nodes_help="node counts: 1,2,4,8 or a range 1..64 (powers of two)")
     p.add_argument("--json", action="store_true", help="the rows as a JSON list")
+    add_plot_flag(p)
     p.set_defaults(run=run)
 
 
@@ -67,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, skip=("nodes",))
     nodes = parse_nodes(args.nodes or settings.get("nodes", 1))
     rows = scaling_rows(settings, nodes)
+    if args.plot:
+        from willitscale.cli.plot_flag import scale_plots
+
+        scale_plots(args.plot, settings, nodes)
     if args.json:
         print_json([r.to_json() for r in rows])
     else:

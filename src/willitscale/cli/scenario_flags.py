@@ -106,6 +106,13 @@ def _ddp_and_measurement_flags(parser) -> None:
     x.add_argument("--allreduce-time", help="measured time of one gradient all-reduce, e.g. 0.12s")
     x.add_argument("--allreduce-size", help="bytes of that measured all-reduce (default: the gradients)")
     x.add_argument("--calibration", help="a calibration file (efficiencies fitted to measurements)")
+    n = parser.add_argument_group("network model (docs/fabric.md)")
+    n.add_argument("--network", choices=("analytic", "flow"),
+                   help="analytic alpha-beta model (default) or the flow-level fabric simulator")
+    n.add_argument("--topology", help="with --network flow: rail-optimized (default), rail-only, fat-tree")
+    n.add_argument("--oversubscription", help="with --network flow: leaf down:up ratio, e.g. 7")
+    n.add_argument("--routing", help="with --network flow: ecmp (default), spray, adaptive, rail")
+    n.add_argument("--routing-seed", help="with --network flow: the ECMP hash seed (default 0)")
 
 
 def settings_from_args(args: argparse.Namespace, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:

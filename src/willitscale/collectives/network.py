@@ -74,6 +74,9 @@ class Hierarchy:
     ranks_per_node: int  #: ranks (GPUs) per node, g
     intra: LinkCost  #: each rank's link inside the node (NVLink/NVSwitch per GPU, PCIe, ...)
     inter: LinkCost  #: the node's link to other nodes: all its NICs together, one direction
+    #: one NIC per GPU (rail-optimized servers such as DGX): NCCL's rings then leave each node
+    #: through every GPU in turn, so a GPU's intra-node link carries only (g-1)/g of a ring's bytes
+    rails: bool = False
     name: str = ""
 
     def __post_init__(self) -> None:
@@ -98,6 +101,7 @@ class Hierarchy:
             ranks_per_node=node.gpus_per_node,
             intra=LinkCost(bandwidth=intra_bw, latency=intra_link.latency, name=f"{intra_link.name} per GPU ({how})"),
             inter=LinkCost(bandwidth=inter_bw, latency=nic.latency, name=f"{node.nics} x {nic.name} per node ({how})"),
+            rails=node.nics >= node.gpus_per_node,
             name=node.name,
         )
 

@@ -8,7 +8,8 @@ figures count the bytes through its NICs, and fan-in counts remote senders into 
 
 * ``ring``: NCCL's ring over all ranks, node by node, on as many channels as it takes to use
   every NIC. Each step moves ``S/n`` per rank over NVLink and ``S/n`` across each node boundary,
-  so the slower of ``B1`` and ``B2`` sets the pace; latency follows NCCL's tuning model
+  so the slower of ``B1`` and ``B2`` sets the pace (with ``rails``, a NIC per GPU, the rings
+  leave through every GPU in turn and each GPU's NVLink carries ``(g-1)/g`` of the bytes); latency follows NCCL's tuning model
   (src/graph/tuning.cc): ``2(m-1)`` inter-node steps at ``alpha2`` and the rest at ``alpha1``.
 * ``double_binary_tree``: NCCL's tree: a chain through the ``g`` ranks of each node and a double
   binary tree over the ``m`` nodes, all pipelined.
@@ -138,6 +139,11 @@ def two_level_terms(op: Op, algorithm: Algorithm, S, n, network: Hierarchy) -> T
     a1, b1 = network.intra.latency, network.intra.bandwidth
     a2, b2 = network.inter.latency, network.inter.bandwidth
     u1, u2 = g > 1, m > 1
+    if algorithm is Algorithm.RING and network.rails:
+        # With a NIC per GPU, NCCL runs one ring per NIC and each ring leaves the node through a
+        # different GPU: of a step's g sends per node, g-1 cross NVLink and one its NIC, so each
+        # GPU's intra-node link carries (g-1)/g of the bytes -- as fast as B1 * g/(g-1).
+        b1 = np.where(u1 & u2, b1 * g / np.maximum(g - 1, 1), b1)
     parts = _FORMULAS[algorithm](op, S, n, g, m, a1, b1, a2, b2, u1, u2)
     rounds, lat, bw, sent, node_in, node_out, node_round, fan_in, formula = parts
     active = n > 1

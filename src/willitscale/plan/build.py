@@ -138,5 +138,22 @@ def build_scenario(settings: Mapping[str, Any]) -> Scenario:
         plan=build_plan(settings, cluster.gpus), seq_len=int(seq_len),
         dtype=settings.get("dtype", "bf16"), efficiency=_efficiency(settings),
         memory_convention=settings.get("memory_convention", ""), ddp=ddp, data=_data(settings),
-        measured=measured, calibration=_calibration(settings), options=build_options(settings),
-        defaults_applied=tuple(defaults))
+        measured=measured, calibration=_calibration(settings), network=_network(settings),
+        options=build_options(settings), defaults_applied=tuple(defaults))
+
+
+def _network(settings: Mapping[str, Any]):
+    """A FlowNetwork for ``network = "flow"``; None for the analytic model (the default)."""
+    kind = settings.get("network", "analytic")
+    fabric_keys = [k for k in ("topology", "oversubscription", "routing", "routing_seed") if k in settings]
+    if kind == "analytic":
+        if fabric_keys:
+            raise ConfigError(f"--{fabric_keys[0].replace('_', '-')} needs --network flow")
+        return None
+    if kind != "flow":
+        raise ConfigError("network", kind, "analytic or flow")
+    from willitscale.fabric.backend import FlowNetwork
+
+    return FlowNetwork(topology=settings.get("topology", "rail-optimized"),
+                       oversubscription=float(settings.get("oversubscription", 1.0)),
+                       routing=settings.get("routing", "ecmp"), seed=int(settings.get("routing_seed", 0)))

@@ -23,6 +23,7 @@ group spans nodes, the intra-node link otherwise.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -51,6 +52,8 @@ class GradientAllReduce:
     measured_time: float | None = None
     measured_bytes: float | None = None
     factor: float = 1.0  #: multiplier on the limiting link's bandwidth (fix search)
+    flow: Any = None  #: a willitscale.fabric.FlowCollectiveModel (--network flow)
+    flow_name: str = ""
 
     @property
     def spans_nodes(self) -> bool:
@@ -116,6 +119,8 @@ class GradientAllReduce:
             return self.measured_time * sizes / self.measured_bytes / self.factor
         if sizes.size == 0:
             return sizes.copy()
+        if self.flow is not None:  # simulated: per_byte x size + fixed; a faster link scales per_byte
+            return np.where(sizes > 0, self.flow.per_byte / self.factor * sizes + self.flow.fixed, 0.0)
         return np.asarray(self.choice(sizes).cost.time, dtype=float).reshape(sizes.shape)
 
     @property
@@ -124,6 +129,8 @@ class GradientAllReduce:
             return "none (one GPU)"
         if self.measured_time is not None:
             return "measured"
+        if self.flow is not None:
+            return f"{self.flow.call.algorithm} ({self.flow.call.channels} channels), flow-simulated"
         return "NCCL's choice per bucket"
 
     @property
@@ -136,13 +143,17 @@ class GradientAllReduce:
         where = (f"{self.nodes} nodes x {self.gpus_per_node} GPUs: {self.intra_name} inside, "
                  f"{self.inter_name} across" if self.spans_nodes else
                  f"{self.gpus_per_node} GPUs on {self.intra_name}")
+        if self.flow is not None:
+            hot = self.flow.reference.links.hottest
+            busiest = f"; busiest link {hot[0]['link']} ({hot[0]['tier']})" if hot else ""
+            return f"{self.flow_name} over {where}{busiest}"
         return f"alpha-beta model of ring and double binary tree over {where}"
 
     def report(self, *, calls: int, time: float, exposed: float, total_bytes: float) -> CommReport:
         links = ((self.intra_name,) if self.gpus_per_node > 1 else ()) + (
             (self.inter_name,) if self.spans_nodes else ())
         algorithm, why = self.algorithm, self.why
-        if self.measured_time is None and self.ranks > 1 and total_bytes > 0:
+        if self.measured_time is None and self.flow is None and self.ranks > 1 and total_bytes > 0:
             choice = self.choice(float(total_bytes) / max(calls, 1))
             algorithm = f"{choice.algorithm.value} (NCCL's choice for a mean bucket)"
             why = f"{self.why}. {choice.reason}"
@@ -181,7 +192,11 @@ def gradient_allreduce(scenario: Scenario, gradient_bytes: float) -> GradientAll
     if fit is not None:
         inter_bw, inter_lat = fit.bandwidth, fit.latency
         inter_name += f" [calibrated: {format_bandwidth(fit.bandwidth)}, {format_time(fit.latency)}]"
+    flow = flow_name = None
+    if scenario.network is not None and measured.allreduce_time is None and scenario.plan.dp > 1:
+        flow, flow_name = scenario.network.all_reduce_model(scenario.cluster), scenario.network.describe()
     return GradientAllReduce(
+        flow=flow, flow_name=flow_name or "",
         ranks=scenario.plan.dp, nodes=scenario.cluster.nodes, gpus_per_node=node.gpus_per_node,
         intra_bandwidth=intra_bw, intra_latency=intra_lat, inter_bandwidth=inter_bw,
         inter_latency=inter_lat, intra_name=intra_name, inter_name=inter_name,

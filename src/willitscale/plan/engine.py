@@ -56,6 +56,7 @@ class Context:
     layer_fixed: float  #: norms + router parameters of one layer (not split by tp)
     expert_share: float  #: expert MLPs' share of a layer's split parameters
     roofline: bool = False  #: default compute model: GEMMs at e x peak + element-wise at HBM speed
+    flow: object = None  #: the fabric simulator's all-reduce over the whole cluster (--network flow)
 
 
 def make_context(scenario) -> Context:
@@ -81,7 +82,16 @@ def make_context(scenario) -> Context:
                    convention=scenario.memory_convention or default_convention(
                        scenario.ddp.grad_reduce_dtype),
                    layer_fixed=fixed, expert_share=share,
-                   roofline=eff is not None and roofline_applies(scenario))
+                   roofline=eff is not None and roofline_applies(scenario), flow=_flow(scenario))
+
+
+def _flow(scenario):
+    """``--network flow``: the simulated all-reduce over every GPU (a data-parallel group that
+    spans the whole cluster), ``per_byte x size + fixed``; other groups stay analytic."""
+    if scenario.network is None or scenario.measured.allreduce_time is not None \
+            or scenario.cluster.gpus < 2:
+        return None
+    return scenario.network.all_reduce_model(scenario.cluster)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

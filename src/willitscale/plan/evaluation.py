@@ -106,6 +106,10 @@ def _lines(ctx, b, places):
     L["pp"] = collective_lines("send_recv", places["pp"], links)
     L["emb"] = collective_lines("all_reduce", places["pp"], links, ranks=np.where(b.pp >= 2, 2, 1))
     L["dp_ar"] = collective_lines("all_reduce", places["dp"], links)
+    if ctx.flow is not None:  # the simulated fabric for a data-parallel group of every GPU
+        whole = places["dp"].size == ctx.scenario.cluster.gpus
+        L["dp_ar"].intercept[whole] = ctx.flow.fixed
+        L["dp_ar"].slope[whole] = ctx.flow.per_byte
     for name in ("shard", "eshard"):
         L[f"{name}_rs"] = collective_lines("reduce_scatter", places[name], links)
         L[f"{name}_ag"] = collective_lines("all_gather", places[name], links)

@@ -109,6 +109,7 @@ class Scenario:
     data: DataLoading | None = None
     measured: Measured = field(default_factory=Measured)
     calibration: Any = None  #: a willitscale.hardware.calibration.Calibration, when given
+    network: Any = None  #: a willitscale.fabric.FlowNetwork (--network flow); None: the analytic model
     options: ParallelOptions = field(default_factory=ParallelOptions)  #: placement, overlap, attention
     name: str = ""
     defaults_applied: tuple[str, ...] = ()  #: what the builder filled in, for the report

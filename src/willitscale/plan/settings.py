@@ -140,6 +140,12 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "allreduce_size": ("measured", parse_size),
     # calibration file
     "calibration": ("", _str),
+    # network model: the analytic alpha-beta model or the flow simulator (docs/fabric.md)
+    "network": ("network", _str),
+    "topology": ("network", _str),
+    "oversubscription": ("network", _float),
+    "routing": ("network", _str),
+    "routing_seed": ("network", _int),
 }
 
 # TOML spellings that differ from the setting name

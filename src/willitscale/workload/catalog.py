@@ -119,15 +119,24 @@ def get_model(name_or_path: str | Path | Transformer) -> Transformer:
     text = str(name_or_path).strip()
     models, aliases = _catalog()
     key = text.lower()
+    if _is_model_file(Path(text).expanduser()):  # a file on disk wins over a same-named alias
+        return _load_path(Path(text).expanduser())
     if key in models:
         return models[key]
     if key in aliases:
         return models[aliases[key]]
     if isinstance(name_or_path, Path) or _looks_like_path(text):
-        path = Path(text).expanduser()
-        if path.suffix == ".toml":
-            return load_model_toml(path)
-        from willitscale.workload.hf import load_hf_config
-
-        return load_hf_config(path)
+        return _load_path(Path(text).expanduser())
     raise UnknownNameError("model", text, [*models, *aliases])
+
+
+def _is_model_file(path: Path) -> bool:
+    return path.is_file() or (path.is_dir() and (path / "config.json").is_file())
+
+
+def _load_path(path: Path) -> Transformer:
+    if path.suffix == ".toml":
+        return load_model_toml(path)
+    from willitscale.workload.hf import load_hf_config
+
+    return load_hf_config(path)

@@ -34,16 +34,31 @@ def _gpt2(t: Table) -> dict[str, Any]:
 
 def _llama_like(t: Table) -> dict[str, Any]:
     heads = t.int("num_attention_heads", min=1)
+    max_positions = t.int("max_position_embeddings", min=1)
     head_dim = t.get("head_dim", lambda v: v if v is None else int(v), "an integer or null", None)
     return dict(
         layers=t.int("num_hidden_layers", min=1), hidden=t.int("hidden_size", min=1),
         heads=heads, kv_heads=t.get("num_key_value_heads", lambda v: heads if v is None else int(v),
                                     "an integer", heads),
         head_dim=head_dim, ffn_hidden=t.int("intermediate_size", min=1), gated_mlp=True,
-        vocab=t.int("vocab_size", min=1), max_positions=t.int("max_position_embeddings", min=1),
+        vocab=t.int("vocab_size", min=1), max_positions=max_positions,
+        seq_len=_pretraining_length(t, max_positions),
         position="rope", norm="rmsnorm", bias=False,
         tied_embeddings=t.bool("tie_word_embeddings", False),
     )
+
+
+def _pretraining_length(t: Table, max_positions: int) -> int:
+    """The sequence length a RoPE model was pretrained at: ``rope_scaling``'s
+    ``original_max_position_embeddings`` when the config extends the context (Llama 3.1: 8,192
+    of 131,072), else ``max_position_embeddings``. A config holds no training length; this is the
+    best default it offers, and callers should let the user override it."""
+    scaling = t.get("rope_scaling", lambda v: v if v is None or isinstance(v, dict) else int("x"),
+                    "a table or null", None)
+    original = (scaling or {}).get("original_max_position_embeddings")
+    if isinstance(original, int) and 0 < original < max_positions:
+        return original
+    return max_positions
 
 
 def _llama(t: Table) -> dict[str, Any]:

@@ -1,0 +1,394 @@
+"""``willitscale fabric``: build and show topologies, size them, simulate traffic on them.
+
+    willitscale fabric build rail-optimized --nodes 16 --oversubscription 4 [--save topo.json]
+    willitscale fabric show topo.json [--links]
+    willitscale fabric sizes --radix 128
+    willitscale fabric simulate --topology rail-optimized --nodes 16 --collective all_reduce \\
+        --size 1GB --routing spray [--seeds 1-10] [--jobs 2] [--incast 8] [--step --tp 8 ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from willitscale.cli.plot_flag import add_plot_flag
+from willitscale.errors import ConfigError
+
+KINDS = ("rail-optimized", "rail-only", "fat-tree", "dragonfly", "torus", "nvswitch")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("fabric", help="build fabric topologies and simulate traffic on them",
+                              description="Fabric topologies as data and a flow-level simulator.")
+    sub = p.add_subparsers(dest="fabric_command", metavar="SUBCOMMAND")
+    b = sub.add_parser("build", help="build a topology and print its links and sizes")
+    b.add_argument("kind", choices=KINDS)
+    _topology_args(b)
+    b.add_argument("--save", metavar="FILE", help="write the topology spec as JSON (for show / --topology-file)")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(run=run_build)
+    s = sub.add_parser("show", help="show a saved topology (from build --save)")
+    s.add_argument("file")
+    s.add_argument("--links", action="store_true", help="list every directed link")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(run=run_show)
+    z = sub.add_parser("sizes", help="the largest cluster each topology builds from a switch radix")
+    z.add_argument("--radix", type=int, default=128)
+    z.add_argument("--gpus-per-node", type=int, default=8)
+    z.add_argument("--oversubscription", type=float, default=1.0, help="at the leaf (down:up)")
+    z.add_argument("--top-oversubscription", type=float, default=7.0, help="group-to-spine, 3-tier")
+    z.add_argument("--json", action="store_true")
+    z.set_defaults(run=run_sizes)
+    m = sub.add_parser("simulate", help="simulate a collective, several jobs, incast or a training step")
+    m.add_argument("--topology", choices=KINDS, default="rail-optimized")
+    m.add_argument("--topology-file", metavar="FILE", help="a spec saved by fabric build --save")
+    _topology_args(m)
+    _traffic_args(m)
+    m.add_argument("--json", action="store_true")
+    add_plot_flag(m)
+    m.set_defaults(run=run_simulate)
+    p.set_defaults(run=lambda args: p.print_help() or 0)
+
+
+def _topology_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("topology")
+    g.add_argument("--nodes", type=int, help="servers (default 16 where it applies)")
+    g.add_argument("--gpus-per-node", type=int, help="GPUs per server = rails (default 8)")
+    g.add_argument("--radix", type=int, help="switch ports (default 128)")
+    g.add_argument("--oversubscription", type=float, help="leaf down:up ports (default 1)")
+    g.add_argument("--spines", type=int)
+    g.add_argument("--k", type=int, help="fat-tree switch radix")
+    g.add_argument("--tiers", type=int, help="fat-tree tiers: 2 or 3")
+    g.add_argument("--groups", type=int, help="dragonfly groups")
+    g.add_argument("--routers-per-group", type=int)
+    g.add_argument("--global-links", type=int, help="dragonfly global links per router")
+    g.add_argument("--nodes-per-router", type=int)
+    g.add_argument("--dims", help="torus size, e.g. 4x4x4")
+    g.add_argument("--node", help="a catalog node preset (e.g. dgx-h100): GPUs per node, NVLink and NICs")
+    g.add_argument("--nic", help="NIC per GPU: a bandwidth, one direction (default 400Gbps), or a catalog "
+                   "link (ib-ndr, roce-400g, ...)")
+    g.add_argument("--nvlink", help="NVLink per GPU: a bandwidth, one direction (default 450GB/s), or a "
+                   "catalog link (nvlink4, ...)")
+    g.add_argument("--advertised", action="store_true",
+                   help="catalog links at their advertised rate (default: x their achievable efficiency)")
+    g.add_argument("--uplink", help="switch-to-switch link bandwidth (default: as --nic)")
+    g.add_argument("--nic-latency", help="end to end through one switch (default 2us)")
+    g.add_argument("--nvlink-latency", help="GPU to GPU over NVLink (default 1us)")
+    g.add_argument("--switch-latency", help="added per switch-to-switch hop (default 0.5us)")
+
+
+def _traffic_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("traffic")
+    g.add_argument("--collective", default="all_reduce", help="all_reduce, all_gather, reduce_scatter, "
+                   "all_to_all, broadcast, reduce, send_recv")
+    g.add_argument("--size", default="1GB", help="bytes per rank, nccl-tests convention (default 1GB)")
+    g.add_argument("--algorithm", help="ring, tree, hierarchical (all_reduce); direct, pairwise (all_to_all)")
+    g.add_argument("--placement", choices=("rail", "flat"), default="rail",
+                   help="ring order over servers: rail (hops stay on a rail) or flat (GPU index order)")
+    g.add_argument("--channels", type=int, help="rings (NCCL channels); default one per GPU of a server")
+    g.add_argument("--routing", default="ecmp", help="ecmp, spray, adaptive or rail (PXN + ECMP)")
+    g.add_argument("--pxn", action="store_true", help="rail-aware: cross-rail data moves over NVLink first")
+    g.add_argument("--seed", type=int, default=0, help="ECMP hash seed")
+    g.add_argument("--seeds", help="several seeds: 1-10 or 1,4,7; reports mean and worst")
+    g.add_argument("--jobs", type=int, default=1, help="equal jobs on the servers, each running the collective")
+    g.add_argument("--job-layout", choices=("packed", "interleaved"), default="packed")
+    g.add_argument("--incast", type=int, metavar="N", help="N GPUs on other servers all send --size to GPU 0")
+    g.add_argument("--step", action="store_true", help="one training step's TP/CP/EP/PP/DP traffic")
+    for d in ("tp", "cp", "ep", "dp", "pp"):
+        g.add_argument(f"--{d}", type=int, default=1, help=f"{d.upper()} degree (with --step)")
+        g.add_argument(f"--{d}-bytes", default="0", help=f"bytes per {d.upper()} operation per GPU")
+        if d != "dp":
+            g.add_argument(f"--{d}-count", type=int, default=1, help=f"{d.upper()} operations per step")
+    g.add_argument("--no-reuse", action="store_true", help="simulate every step (no exact phase reuse)")
+
+
+# ---------------------------------------------------------------------------------- helpers
+def _links(args):
+    from willitscale.topology.links import FabricLinks
+    from willitscale.units import parse_bandwidth, parse_time
+
+    effective = not args.advertised
+    kw = {}
+    if args.node:
+        from willitscale.hardware import get_node
+
+        node = get_node(args.node)
+        base = FabricLinks.from_node(node, effective=effective)
+        kw = {k: getattr(base, k) for k in ("nic_bandwidth", "nic_latency", "nic_name", "nvlink_bandwidth",
+                                            "nvlink_latency", "nvlink_name")}
+    for flag, key in (("nic", "nic_bandwidth"), ("nvlink", "nvlink_bandwidth"), ("uplink", "uplink_bandwidth")):
+        v = getattr(args, flag)
+        if v is None:
+            continue
+        if flag != "uplink" and not str(v).strip()[:1].isdigit():  # a catalog link name
+            from willitscale.hardware import get_link
+
+            link = get_link(v)
+            one = FabricLinks.from_links(**{flag: link}, effective=effective)
+            kw.update({k: getattr(one, k) for k in (f"{flag}_bandwidth", f"{flag}_latency", f"{flag}_name")})
+            continue
+        kw[key] = parse_bandwidth(v, field=f"--{flag}")
+        if flag != "uplink":
+            kw[f"{flag}_name"] = f"given: {v}"
+    for flag in ("nic_latency", "nvlink_latency", "switch_latency"):
+        v = getattr(args, flag)
+        if v is not None:
+            kw[flag] = parse_time(v, field="--" + flag.replace("_", "-"))
+    return FabricLinks(**kw)
+
+
+_DEFAULTS = {"nodes": 16, "gpus_per_node": 8}
+
+
+def _spec(args, kind: str):
+    from willitscale.topology.spec import KIND_PARAMS, TopologySpec
+
+    if getattr(args, "topology_file", None):
+        return TopologySpec.load(args.topology_file)
+    params = {}
+    for name in ("nodes", "gpus_per_node", "radix", "oversubscription", "spines", "k", "tiers", "groups",
+                 "routers_per_group", "global_links", "nodes_per_router", "dims"):
+        v = getattr(args, name)
+        if v is not None:
+            params[name] = _dims(v) if name == "dims" else v
+        elif name == "gpus_per_node" and args.node and name in KIND_PARAMS.get(kind, ()):
+            from willitscale.hardware import get_node
+
+            params[name] = get_node(args.node).gpus_per_node
+        elif name in _DEFAULTS and name in KIND_PARAMS.get(kind, ()) and not (kind == "fat-tree" and name == "nodes"):
+            params[name] = _DEFAULTS[name]
+    return TopologySpec(kind=kind, params=params, links=_links(args))
+
+
+def _dims(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in str(text).lower().split("x"))
+    except ValueError:
+        raise ConfigError("--dims", text, "sizes joined by x, such as 4x4 or 4x4x4") from None
+
+
+def _seeds(text: str) -> list[int]:
+    out: list[int] = []
+    try:
+        for part in str(text).split(","):
+            if "-" in part.strip()[1:]:
+                a, b = part.split("-", 1)
+                out += list(range(int(a), int(b) + 1))
+            else:
+                out.append(int(part))
+    except ValueError:
+        raise ConfigError("--seeds", text, "seeds such as 1-10 or 1,4,7") from None
+    if not out:
+        raise ConfigError("--seeds", text, "at least one seed")
+    return out
+
+
+def _summary_rows(topo) -> list[list]:
+    return [[r["tier"], r["links"], f"{r['capacity_GBps']:g}", f"{r['latency_us']:g}",
+             f"{r['total_capacity_TBps']:.3g}"] for r in topo.tier_summary()]
+
+
+def _print_topology(topo, file=None) -> None:
+    from willitscale.cli.output import console, print_table
+
+    params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in topo.params.items())
+    print_table(f"{topo.kind}: {topo.gpus} GPUs on {topo.nodes} server(s), {topo.switches} switches",
+                ["tier", "directed links", "capacity", "latency", "total"], _summary_rows(topo),
+                units=["", "", "GB/s each way", "us", "TB/s"], caption=params, file=file)
+    for a in topo.assumptions:
+        console(file).print(f"[dim]assumption:[/dim] {a}")
+
+
+# ---------------------------------------------------------------------------------- commands
+def run_build(args) -> int:
+    from willitscale.cli.output import print_json
+
+    spec = _spec(args, args.kind)
+    topo = spec.build()
+    if args.save:
+        spec.save(args.save)
+    if args.json:
+        print_json({**topo.to_json(), "spec": spec.to_json()})
+    else:
+        _print_topology(topo)
+        if args.save:
+            print(f"saved to {args.save}")
+    return 0
+
+
+def run_show(args) -> int:
+    from willitscale.cli.output import print_json, print_table
+    from willitscale.topology.spec import TopologySpec
+
+    topo = TopologySpec.load(args.file).build()
+    links = [{"link": topo.link_name(e), "tier": topo.tiers[topo.link_tier[e]],
+              "capacity_GBps": float(topo.link_capacity[e]) / 1e9,
+              "latency_us": float(topo.link_latency[e]) * 1e6} for e in range(topo.links)] if args.links else []
+    if args.json:
+        print_json({**topo.to_json(), **({"links": links} if args.links else {})})
+        return 0
+    _print_topology(topo)
+    if links:
+        print_table("links", ["link", "tier", "capacity", "latency"],
+                    [[x["link"], x["tier"], f"{x['capacity_GBps']:g}", f"{x['latency_us']:g}"] for x in links],
+                    units=["", "", "GB/s", "us"])
+    return 0
+
+
+def run_sizes(args) -> int:
+    from willitscale.cli.output import print_json, print_table
+    from willitscale.topology.sizing import max_clusters
+
+    rows = max_clusters(radix=args.radix, gpus_per_node=args.gpus_per_node,
+                        oversubscription=args.oversubscription, top_oversubscription=args.top_oversubscription)
+    if args.json:
+        print_json({"radix": args.radix, "gpus_per_node": args.gpus_per_node, "clusters": rows})
+        return 0
+    print_table(f"largest cluster from {args.radix}-port switches, {args.gpus_per_node}-GPU servers",
+                ["topology", "GPUs", "switches", "how"], [[r.kind, f"{r.gpus:,}", f"{r.switches:,}", r.how]
+                                                          for r in rows])
+    return 0
+
+
+def run_simulate(args) -> int:
+    from willitscale.cli.output import print_json
+    from willitscale.units import parse_size
+
+    spec = _spec(args, args.topology)
+    topo = spec.build()
+    seeds = _seeds(args.seeds) if args.seeds else [args.seed]
+    size = parse_size(args.size, field="--size")
+    if sum(bool(x) for x in (args.incast, args.step, args.jobs > 1)) > 1:
+        raise ConfigError("choose one of --incast, --step and --jobs")
+    if args.incast or args.step or args.jobs > 1:
+        out = _simulate_streams(args, topo, size, seeds)
+    else:
+        out = _simulate_collective(args, topo, size, seeds)
+    result = out.pop("_result")
+    if args.plot:
+        from willitscale.cli.plot_flag import fabric_plots
+
+        fabric_plots(args.plot, result)
+    out = {"topology": {k: v for k, v in topo.to_json().items() if k not in ("tiers", "assumptions")}, **out,
+           "assumptions": list(topo.assumptions)}
+    if args.json:
+        print_json(out)
+    else:
+        _print_simulation(out)
+    return 0
+
+
+def _routing(args, seed):
+    from willitscale.topology.routing import parse_routing
+
+    return parse_routing(args.routing, seed=seed, pxn=args.pxn)
+
+
+def _simulate_collective(args, topo, size, seeds) -> dict:
+    from willitscale.fabric.collective import simulate_collective, sweep_seeds
+    from willitscale.fabric.report import traffic_matrix
+
+    def run(seed):
+        return simulate_collective(topo, args.collective, size, routing=_routing(args, seed),
+                                   algorithm=args.algorithm, placement=args.placement,
+                                   channels=args.channels, reuse_phases=not args.no_reuse)
+
+    if len(seeds) == 1:
+        rep = run(seeds[0])
+        out = rep.to_json()
+    else:
+        sweep = sweep_seeds(run, seeds)
+        rep = sweep.worst
+        out = {"op": rep.call.op.value, "size_bytes": size, "ranks": rep.call.ranks,
+               "routing": rep.routing.name, **sweep.to_json()}
+    out["traffic_matrix"] = traffic_matrix(rep.result.traffic, topo.gpus).to_json()
+    out["_result"] = rep.result  # for --plot; run_simulate takes it out
+    return out
+
+
+def _step_traffic(args, topo, size):
+    from willitscale.fabric.step import ParallelLayout, StepComm, step_traffic
+    from willitscale.fabric.traffic import incast_traffic, jobs_traffic
+    from willitscale.units import parse_size
+
+    if args.incast:
+        g = topo.gpus_per_node
+        if not 1 <= args.incast < topo.nodes:
+            raise ConfigError("--incast", args.incast, f"1 to {topo.nodes - 1} senders (one per other server)")
+        return incast_traffic([n * g for n in range(1, args.incast + 1)], 0, size)
+    if args.jobs > 1:
+        return jobs_traffic(topo, args.jobs, args.collective, size, layout=args.job_layout,
+                            algorithm=args.algorithm, placement=args.placement, channels=args.channels)
+    layout = ParallelLayout(tp=args.tp, cp=args.cp, ep=args.ep, dp=args.dp, pp=args.pp)
+    kw = {f"{d}_bytes": parse_size(getattr(args, f"{d}_bytes"), field=f"--{d}-bytes") for d in
+          ("tp", "cp", "ep", "pp", "dp")}
+    kw.update({f"{d}_count": getattr(args, f"{d}_count") for d in ("tp", "cp", "ep", "pp")})
+    return step_traffic(topo, layout, StepComm(**kw), channels=args.channels or 1,
+                        algorithm=args.algorithm)
+
+
+def _simulate_streams(args, topo, size, seeds) -> dict:
+    import numpy as np
+
+    from willitscale.fabric.flows import Traffic
+    from willitscale.fabric.report import link_report, traffic_matrix
+    from willitscale.fabric.simulator import simulate
+
+    traffic = _step_traffic(args, topo, size)
+    per_seed = []
+    for seed in seeds:
+        routing = _routing(args, seed)
+        res = simulate(topo, traffic, routing, reuse_phases=not args.no_reuse)
+        alone = {s.name: simulate(topo, Traffic([s]), routing).completion_time for s in traffic.streams} \
+            if len(traffic.streams) > 1 else {s.name: res.completion_time for s in traffic.streams}
+        per_seed.append((seed, res, alone))
+    times = np.array([r.completion_time for _, r, _ in per_seed])
+    seed, res, alone = per_seed[int(np.argmax(times))]
+    streams = [{"stream": s.name, "bytes": s.bytes, "time_s": res.stream_times[s.name],
+                "alone_time_s": alone[s.name], "slowdown": res.stream_times[s.name] / alone[s.name]
+                if alone[s.name] > 0 else 1.0} for s in traffic.streams]
+    out = {"traffic": "incast" if args.incast else "step" if args.step else "jobs",
+           "routing": res.routing.name, "seeds": seeds,
+           "completion_time_s": {"mean": float(times.mean()), "worst": float(times.max())}
+           if len(seeds) > 1 else float(times[0]),
+           "streams": streams, **link_report(res).to_json(),
+           "traffic_matrix": traffic_matrix(traffic, topo.gpus).to_json(), "_result": res}
+    return out
+
+
+def _print_simulation(out: dict) -> None:
+    from willitscale.cli.output import console, print_table
+    from willitscale.units import format_time
+
+    t = out["completion_time_s"]
+    c = console()
+    topo = out["topology"]
+    c.print(f"[bold]{topo['kind']}[/bold]: {topo['gpus']} GPUs on {topo['nodes']} servers, "
+            f"routing {out.get('routing')}")
+    if isinstance(t, dict):
+        c.print(f"completion time: mean {format_time(t['mean'])}, worst {format_time(t['worst'])} "
+                f"over seeds {out['seeds'][0]}..{out['seeds'][-1]}")
+        hot = out.get("hottest_link_flows")
+        if hot:
+            c.print(f"hottest link (worst seed): {hot['worst_seed_link']} with {hot['worst_seed']} flows")
+    else:
+        c.print(f"completion time: {format_time(t)}")
+    if "busbw_GBps" in out and not isinstance(out["busbw_GBps"], dict):
+        c.print(f"algbw {out['algbw_GBps']:.1f} GB/s, busbw {out['busbw_GBps']:.1f} GB/s "
+                f"({out['op']}, {out['ranks']} ranks, {out['algorithm']}, {out['channels']} channel(s))")
+    if "streams" in out:
+        print_table("streams", ["stream", "time", "alone", "slowdown"],
+                    [[s["stream"], format_time(s["time_s"]), format_time(s["alone_time_s"]),
+                      f"{s['slowdown']:.2f}x"] for s in out["streams"]])
+    c.print(f"fabric links: max utilisation {out['max_link_utilization']:.1%}, "
+            f"mean {out['mean_link_utilization']:.1%}")
+    if out.get("hottest_links"):
+        print_table("hottest links", ["link", "tier", "utilisation", "flows at once"],
+                    [[h["link"], h["tier"], f"{h['utilization']:.1%}", h["peak_flows"]]
+                     for h in out["hottest_links"]])
+    tm = out.get("traffic_matrix")
+    if tm:
+        c.print(f"GPU pairs carrying traffic: {tm['gpu_pairs_with_traffic']:,} of {tm['gpu_pairs']:,} "
+                f"({1 - tm['idle_gpu_pair_share']:.2%}); idle {tm['idle_gpu_pair_share']:.2%}")
+    for a in out["assumptions"]:
+        c.print(f"[dim]assumption:[/dim] {a}")

@@ -1,0 +1,88 @@
+"""``willitscale report``: one self-contained HTML file to share (inputs, verdict, breakdown,
+charts, assumptions and what would change the verdict)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from willitscale.cli.plot_flag import add_plot_flag
+from willitscale.cli.scenario_flags import add_scenario_flags, settings_from_args
+
+HELP = "write an HTML report (verdict, breakdown, timeline, scaling, network, memory, assumptions)"
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "report", help=HELP,
+        description=HELP + ". One file with every figure inlined: it opens without network "
+        "access. Example: willitscale report --params 2e9 --gpu a100-80gb --nodes 4 "
+        "--gpus-per-node 8 --inter-node 200Gbps --micro-batch 2 --seq-len 2048 --hfu 0.5 "
+        "--recompute full --html out.html",
+    )
+    add_scenario_flags(p)
+    p.add_argument("--html", metavar="FILE", required=True, help="the HTML file to write")
+    p.add_argument("--sweep", metavar="NODES",
+                   help="node counts for the scaling charts: 1,2,4,8 or 1..64 (default: powers "
+                        "of two from 1 to 4x the nodes, at least 16)")
+    p.add_argument("--max-exposed-share", type=float, default=0.05,
+                   help="exposed-communication share the bandwidth requirement aims for (0.05)")
+    p.add_argument("--figure-format", choices=("svg", "png"), default="svg",
+                   help="how figures are inlined (default svg: sharp at any zoom)")
+    add_plot_flag(p)
+    p.set_defaults(run=run)
+
+
+_SPECIAL = {"scenario_flag": "--scenario", "step_time_one_gpu": "--compute-time-per-step",
+            "overlap": "--no-overlap", "data_overlapped": "--data-not-overlapped"}
+_DEFAULTS = {"max_exposed_share": 0.05, "figure_format": "svg"}
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The command that made the report, for its footer: the real command line when the CLI was
+    run as ``willitscale report ...``, else rebuilt from the parsed flags (called in-process)."""
+    if sys.argv[1:2] == ["report"]:
+        return "willitscale " + shlex.join(sys.argv[1:])
+    words = ["report"] + ([args.scenario_file] if args.scenario_file else [])
+    for dest, value in vars(args).items():
+        if dest in ("run", "command", "scenario_file") or value in (None, False):
+            continue
+        if _DEFAULTS.get(dest) == value:
+            continue
+        flag = _SPECIAL.get(dest, "--" + dest.replace("_", "-"))
+        words += [flag] if value is True or dest in ("overlap", "data_overlapped") else [flag, str(value)]
+    return "willitscale " + shlex.join(words)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from willitscale.errors import ConfigError
+    from willitscale.plan.scaling import parse_nodes
+    from willitscale.report.contents import build_contents, verdict
+    from willitscale.report.html import render_html, report_charts
+    from willitscale.report.plots.base import require_matplotlib, write_charts
+
+    require_matplotlib()
+    settings = settings_from_args(args)
+    sweep = parse_nodes(args.sweep) if args.sweep else None
+    contents = build_contents(settings, sweep=sweep, share=args.max_exposed_share,
+                              command=_command_line(args))
+    charts = report_charts(contents)
+    page = render_html(contents, figure_format=args.figure_format, charts=charts)
+    path = Path(args.html)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError("--html", args.html, f"a file that can be written ({exc.strerror})") from exc
+    if args.plot:
+        write_charts([c for group in charts.values() for c in group], args.plot)
+    from rich.markup import escape
+
+    from willitscale.cli.output import console
+
+    console().print(escape(verdict(contents)))
+    print(f"report written to {path} ({len(page) / 1e6:.1f} MB, self-contained)", file=sys.stderr)
+    return 0

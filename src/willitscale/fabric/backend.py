@@ -1,0 +1,64 @@
+"""The estimate's ``--network flow`` backend: the DP gradient all-reduce simulated on a fabric.
+
+:class:`FlowNetwork` says which fabric the cluster's servers sit on and how it routes; for a
+cluster it builds the topology (links from the node: NVLink per GPU, NICs shared evenly, at
+achievable rates as the analytic model uses them) and the affine time model of the all-reduce
+over every GPU (:func:`~willitscale.fabric.collective.flow_collective_model`: two simulations,
+then ``per_byte x size + fixed`` for each bucket, exact for one collective on an idle fabric).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from willitscale.errors import ConfigError
+from willitscale.topology.routing import ROUTINGS, parse_routing
+from willitscale.topology.spec import KIND_PARAMS
+
+__all__ = ["FlowNetwork"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlowNetwork:
+    """A fabric kind, its leaf oversubscription and the routing, for the flow backend."""
+
+    topology: str = "rail-optimized"
+    oversubscription: float = 1.0
+    routing: str = "ecmp"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        kinds = ("rail-optimized", "rail-only", "fat-tree")
+        if self.topology not in kinds:
+            raise ConfigError("topology (with --network flow)", self.topology, "one of " + ", ".join(kinds))
+        if self.oversubscription != 1.0 and "oversubscription" not in KIND_PARAMS[self.topology]:
+            raise ConfigError(f"oversubscription does not apply to a {self.topology} fabric")
+        if not self.oversubscription >= 1:
+            raise ConfigError("oversubscription", self.oversubscription, "a ratio >= 1 (down:up at the leaf)")
+        if self.routing not in ROUTINGS:
+            raise ConfigError("routing", self.routing, "one of " + ", ".join(ROUTINGS))
+
+    def build(self, cluster):
+        """The :class:`~willitscale.topology.graph.Topology` of ``cluster`` on this fabric."""
+        from willitscale.fabric.cluster import cluster_topology
+
+        params = {}
+        if self.topology == "fat-tree":
+            k = 2
+            while k * k // 2 < cluster.gpus:  # the smallest two-tier k-ary fat-tree that holds it
+                k += 2
+            params.update(k=k, tiers=2)
+        elif self.topology == "rail-optimized":
+            params.update(oversubscription=self.oversubscription)
+        return cluster_topology(cluster, self.topology, **params)
+
+    def all_reduce_model(self, cluster):
+        """The affine time model of an all-reduce over every GPU of ``cluster``."""
+        from willitscale.fabric.collective import flow_collective_model
+
+        return flow_collective_model(self.build(cluster), "all_reduce",
+                                     routing=parse_routing(self.routing, seed=self.seed))
+
+    def describe(self) -> str:
+        over = f", {self.oversubscription:g}:1 at the leaf" if self.topology == "rail-optimized" else ""
+        return f"flow simulation on a {self.topology} fabric{over}, {self.routing} routing (seed {self.seed})"

@@ -1,0 +1,252 @@
+"""The HTML report: one self-contained file people can open without willitscale or a network.
+
+Every figure is inlined as a ``data:`` URI (SVG by default, PNG on request), the style sheet is
+inline, and there is no script. Every string that came from the user or a file (scenario name,
+model name, catalog text, the command line) goes through :func:`html.escape`.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Iterable, Sequence
+from string import Template
+
+from willitscale.report.contents import ReportContents, levers, verdict, what_would_change
+from willitscale.report.html_template import CSS, PAGE
+from willitscale.units import format_bandwidth, format_count, format_size, format_time
+
+__all__ = ["render_html", "report_charts", "figure_html"]
+
+
+def esc(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def figure_html(chart, fmt: str = "svg") -> str:
+    """``<figure>`` with the chart inlined as a data: URI, its title as alt text and caption."""
+    from willitscale.report.plots.base import png_bytes, svg_text
+
+    if fmt == "svg":
+        data, mime = svg_text(chart.figure).encode(), "image/svg+xml"
+    else:
+        data, mime = png_bytes(chart.figure), "image/png"
+    w, h = (round(v * 96) for v in chart.figure.get_size_inches())
+    uri = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+    caption = esc(chart.caption or chart.title)
+    return (f'<figure data-chart="{esc(chart.name)}"><img src="{uri}" alt="{esc(chart.title)}" '
+            f'width="{w}" height="{h}"><figcaption>{caption}</figcaption></figure>')
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence], *, numeric: Iterable[int] = (),
+           here: int | None = None, cls: str = "") -> str:
+    numeric = set(numeric)
+    head = "".join(f'<th class="num">{esc(h)}</th>' if i in numeric else f"<th>{esc(h)}</th>"
+                   for i, h in enumerate(headers))
+    body = []
+    for r, row in enumerate(rows):
+        cells = "".join(f'<td class="num">{esc(v)}</td>' if i in numeric else f"<td>{esc(v)}</td>"
+                        for i, v in enumerate(row))
+        attr = ' class="here"' if r == here else ""
+        body.append(f"<tr{attr}>{cells}</tr>")
+    return (f'<table class="{esc(cls)}"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def report_charts(c: ReportContents) -> dict[str, list]:
+    """The report's charts by section: timeline, scaling, requirements, memory, plans."""
+    from willitscale.report.figures import (
+        cluster_label,
+        memory_chart,
+        scaling_charts,
+        timeline_chart,
+    )
+    from willitscale.report.plots.requirements import bandwidth_requirements
+
+    est = c.estimate
+    groups = ([(cluster_label(c.one_node) + " (for comparison)", c.one_node)]
+              if c.one_node is not None else []) + [(cluster_label(est), est)]
+    charts = {"timeline": [timeline_chart(groups, title="One training step, lanes of one GPU")],
+              "scaling": scaling_charts(list(c.sweep)) if c.sweep else [],
+              "memory": [memory_chart([(cluster_label(est), est)])], "requirements": [],
+              "plans": []}
+    if c.requirements:
+        nodes = [n for n, _ in c.requirements]
+        needed = [None if b is None else b * 8 / 1e9 for _, b in c.requirements]
+        now = c.scenario.cluster.node.inter_node_bandwidth * 8 / 1e9
+        charts["requirements"] = [bandwidth_requirements(
+            nodes, {"this job": needed}, current=now, share=c.share)]
+    if c.plans:
+        from willitscale.report.plots.planner import top_plans
+
+        charts["plans"] = [top_plans([p["label"] for p in c.plans],
+                                     _plan_parts(c.plans), [p["tokens_per_s"] for p in c.plans],
+                                     fits=[p.get("fits") for p in c.plans])]
+    return charts
+
+
+def _plan_parts(plans) -> dict[str, list[float]]:
+    from willitscale.report.chartdata import BREAKDOWN_PARTS
+
+    parts = {}
+    for field, meaning in BREAKDOWN_PARTS:
+        values = [float(p.get("breakdown_s", {}).get(f"{field}_s", 0.0)) for p in plans]
+        if any(values):
+            parts[meaning] = values
+    return parts
+
+
+def _cards(c: ReportContents) -> str:
+    est = c.estimate
+    items = [(format_time(est.step_time), "step time"),
+             (f"{est.tokens_per_s:,.0f}", "tokens/s (whole job)"),
+             (f"{est.mfu:.1%}", "MFU"),
+             (format_time(est.comms), "communication per step"),
+             (format_time(est.exposed_comms), "of it exposed"),
+             (format_size(est.memory.total, binary=True), "memory per GPU (known parts)")]
+    if c.efficiency is not None:
+        items.insert(3, (f"{c.efficiency:.0%}", "scaling efficiency vs 1 node"))
+    return "".join(f'<div class="card"><b>{esc(v)}</b><span>{esc(k)}</span></div>' for v, k in items)
+
+
+def _breakdown_table(est) -> str:
+    b = est.breakdown
+    parts = (("data loading", b.data_loading), ("forward", b.forward),
+             ("backward (incl. recompute)", b.backward), ("overlap slowdown", b.overlap_slowdown),
+             ("exposed communication", b.exposed_comms), ("optimizer", b.optimizer),
+             ("pipeline bubble", b.bubble))
+    rows = [(name, format_time(v), f"{v / est.step_time:.0%}" if est.step_time else "-")
+            for name, v in parts if v > 0]
+    rows.append(("step", format_time(est.step_time), "100%"))
+    return _table(("part of the step", "time", "share"), rows, numeric=(1, 2))
+
+
+def _scaling_table(c: ReportContents) -> str:
+    if not c.sweep:
+        return ""
+    first = c.sweep[0]
+    rows = []
+    for e in c.sweep:
+        eff = (e.tokens_per_s / e.gpus) / (first.tokens_per_s / first.gpus)
+        rows.append((e.nodes, e.gpus, e.global_batch, format_time(e.compute), format_time(e.comms),
+                     format_time(e.exposed_comms), format_time(e.step_time),
+                     "comms" if e.scaling_verdict else "compute", f"{e.tokens_per_s:,.0f}",
+                     f"{e.mfu:.2f}", f"{eff:.0%}"))
+    here = next((i for i, e in enumerate(c.sweep) if e.nodes == c.estimate.nodes), None)
+    note = "".join(f'<p class="muted">{esc(n)} nodes not estimated: {esc(why)}</p>'
+                   for n, why in c.skipped)
+    return _table(("nodes", "GPUs", "batch", "compute", "comms", "exposed", "step", "limit",
+                   "tokens/s", "MFU", f"eff. vs {first.nodes}"), rows,
+                  numeric=range(0, 11), here=here) + note
+
+
+def _comm_table(est) -> str:
+    rows = [(op.name, op.group, format_size(op.bytes), op.calls, format_time(op.time),
+             format_time(op.exposed), op.algorithm, " → ".join(op.links)) for op in est.comm_ops]
+    return _table(("communication", "group", "bytes per GPU", "calls", "time", "exposed",
+                   "algorithm", "links crossed"), rows, numeric=(2, 3, 4, 5))
+
+
+def _memory_table(m) -> str:
+    gib = lambda x: "unknown" if x is None else format_size(x, binary=True)  # noqa: E731
+    fits = {True: "fits", False: "does not fit", None: "state fits; activations unknown"}[m.fits]
+    return _table(("weights", "gradients", "optimizer states", "activations", "total", "GPU memory",
+                   "verdict"), [(gib(m.weights), gib(m.gradients), gib(m.optimizer),
+                                 gib(m.activations), gib(m.total), gib(m.capacity), fits)],
+                  numeric=range(6)) + f'<p class="muted">Convention: {esc(m.convention)}</p>'
+
+
+def _inputs_table(c: ReportContents) -> str:
+    s, est = c.scenario, c.estimate
+    node, plan = s.cluster.node, s.plan
+    model = s.model.name if s.model is not None else "parameter count only (no shape)"
+    rows = [("scenario", s.name or "(unnamed)"), ("model", model),
+            ("parameters", format_count(est.params)),
+            ("cluster", f"{s.cluster.nodes} nodes × {node.gpus_per_node} {s.cluster.gpu.name}"),
+            ("GPU link inside a node", f"{node.intra_link.display_name or node.intra_link.name}: "
+                                       f"{format_bandwidth(node.intra_link.bandwidth)} per GPU, "
+                                       "one direction"),
+            ("network between nodes", f"{node.nics} × {node.nic.display_name or node.nic.name}: "
+                                      f"{format_bandwidth(node.nic.bandwidth, bits=True)} each, "
+                                      "one direction"),
+            ("sequence length", f"{s.seq_len:,} tokens"),
+            ("batch", f"micro-batch {plan.micro_batch} × grad-accum {plan.grad_accum} × dp "
+                      f"{plan.dp} = {plan.global_batch} samples per step"),
+            ("parallelism", f"dp {plan.dp} · tp {plan.tp} · pp {plan.pp} · cp {plan.cp} · ep "
+                            f"{plan.ep} · ZeRO {plan.zero}"),
+            ("recomputation", plan.recompute), ("compute dtype", s.dtype),
+            ("gradient all-reduce", f"{s.ddp.grad_reduce_dtype}, "
+                                    f"{'overlapped with backward' if s.ddp.overlap else 'after backward'}")]
+    return _table(("input", "value"), rows)
+
+
+def _summary(c: ReportContents) -> str:
+    s = c.scenario
+    cl, plan = s.cluster, s.plan
+    model = s.model.name if s.model is not None else f"{format_count(c.estimate.params)} parameters"
+    inter = (f" · {cl.node.nics} × {format_bandwidth(cl.node.nic.bandwidth, bits=True)} per node"
+             if cl.nodes > 1 else "")
+    return (f"{model} · {cl.nodes} × {cl.node.gpus_per_node} {cl.gpu.name} ({cl.gpus} GPUs){inter}"
+            f" · batch {plan.global_batch} × {s.seq_len} tokens · recompute {plan.recompute}")
+
+
+def _sources(c: ReportContents) -> list[tuple[str, str]]:
+    """Where the hardware numbers come from (the catalog's ``source`` of each part)."""
+    node = c.scenario.cluster.node
+    out = []
+    for what, obj in (("GPU", node.gpu), ("GPU link", node.intra_link), ("network link", node.nic)):
+        name = getattr(obj, "display_name", "") or obj.name
+        if obj.source:
+            out.append((f"source: {what} ({name})", obj.source))
+        for extra in ("latency_source", "efficiency_source"):
+            text = getattr(obj, extra, "")
+            if text:
+                out.append((f"source: {what} {extra.split('_')[0]}", text))
+    return out
+
+
+def _fixes(c: ReportContents) -> str:
+    items = what_would_change(c)
+    est = c.estimate
+    if items:
+        out = '<ul class="fixes">' + "".join(f"<li>{esc(x)}</li>" for x in items) + "</ul>"
+    else:
+        out = (f'<p>Compute is the bottleneck; {esc(format_time(est.exposed_comms))} of '
+               "communication still shows in each step because DDP can overlap it only with "
+               "backward. The levers below shorten it.</p>")
+    rows = [(label, format_time(e.step_time), f"{e.tokens_per_s:,.0f}",
+             f"{e.tokens_per_s / est.tokens_per_s:.2f}x",
+             f"{e.exposed_comms / e.step_time:.0%}" if e.step_time else "-")
+            for label, e in levers(c)]
+    if rows:
+        rows.insert(0, ("as given", format_time(est.step_time), f"{est.tokens_per_s:,.0f}",
+                        "1.00x", f"{est.exposed_comms / est.step_time:.0%}"))
+        out += ('<p class="muted">Each lever moved alone, estimated again:</p>'
+                + _table(("change", "step", "tokens/s", "throughput", "exposed"), rows,
+                         numeric=(1, 2, 3, 4), here=0))
+    return out
+
+
+def render_html(c: ReportContents, *, figure_format: str = "svg", charts: dict | None = None) -> str:
+    """The whole report as one HTML string (``charts``: from :func:`report_charts`)."""
+    from willitscale import __version__
+
+    charts = report_charts(c) if charts is None else charts
+    fig = lambda key: "".join(figure_html(ch, figure_format) for ch in charts.get(key, []))  # noqa: E731
+    est = c.estimate
+    plans = ""
+    if charts.get("plans"):
+        plans = f'<h2 id="plans">Other plans</h2>{fig("plans")}'
+    unknowns = "".join(f'<p class="muted">Not computed: {esc(u)}</p>' for u in est.unknowns)
+    return Template(PAGE).substitute(
+        version=esc(__version__), title=esc(c.title), css=CSS, summary=esc(_summary(c)),
+        verdict=esc(verdict(c)), verdict_class="bad" if est.scaling_verdict else "good",
+        cards=_cards(c), fixes=_fixes(c), timeline_figure=fig("timeline"),
+        breakdown_table=_breakdown_table(est), scaling_figures=fig("scaling"),
+        scaling_table=_scaling_table(c), communication_table=_comm_table(est),
+        requirements_figure=fig("requirements"), memory_figure=fig("memory"),
+        memory_table=_memory_table(est.memory), plans_section=plans,
+        inputs_table=_inputs_table(c),
+        assumptions_table=_table(("assumption", "value and source"),
+                                 [*est.assumptions, *_sources(c)], cls="assumptions"),
+        unknowns=unknowns, command=esc(c.command or "willitscale report"))

@@ -1,0 +1,82 @@
+"""A topology described by its kind, builder parameters and link speeds: what the CLI builds,
+saves (``fabric build --save``) and loads back (``fabric show``, ``--topology-file``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from willitscale.errors import ConfigError, UnknownNameError
+from willitscale.topology.graph import Topology
+from willitscale.topology.links import FabricLinks
+
+__all__ = ["TopologySpec", "KIND_PARAMS"]
+
+#: the parameters each builder accepts (besides ``links``)
+KIND_PARAMS: dict[str, tuple[str, ...]] = {
+    "nvswitch": ("gpus_per_node",),
+    "rail-optimized": ("nodes", "gpus_per_node", "radix", "oversubscription", "spines"),
+    "rail-only": ("nodes", "gpus_per_node", "radix"),
+    "fat-tree": ("k", "tiers", "gpus_per_node", "nodes", "oversubscription"),
+    "dragonfly": ("groups", "routers_per_group", "global_links", "nodes_per_router", "gpus_per_node"),
+    "torus": ("dims", "gpus_per_node"),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologySpec:
+    """``kind`` + builder ``params`` + ``links``; :meth:`build` makes the :class:`Topology`."""
+
+    kind: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    links: FabricLinks = field(default_factory=FabricLinks)
+
+    def __post_init__(self) -> None:
+        kind = str(self.kind).strip().lower().replace("_", "-")
+        if kind not in KIND_PARAMS:
+            raise UnknownNameError("topology", self.kind, KIND_PARAMS)
+        object.__setattr__(self, "kind", kind)
+        extra = set(self.params) - set(KIND_PARAMS[kind])
+        if extra:
+            raise ConfigError(f"{kind} topology: option(s) {', '.join(sorted(extra))} do not apply; "
+                              f"it takes {', '.join(KIND_PARAMS[kind])}")
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+
+    def build(self) -> Topology:
+        from willitscale.topology import TOPOLOGY_KINDS
+
+        params = dict(self.params)
+        if "dims" in params:
+            params["dims"] = tuple(params["dims"])
+        return TOPOLOGY_KINDS[self.kind](links=self.links, **params)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "params": dict(self.params), "links": asdict(self.links)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str = "topology") -> TopologySpec:
+        if not isinstance(data, Mapping) or "kind" not in data:
+            raise ConfigError(where, "…", "a JSON object with kind, params and links (from fabric build --save)")
+        try:
+            links = FabricLinks(**dict(data.get("links", {})))
+        except TypeError as exc:
+            raise ConfigError(f"{where}: links: {exc}") from None
+        return cls(kind=data["kind"], params=dict(data.get("params", {})), links=links)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> TopologySpec:
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"{p}: no such file") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{p}: not valid JSON: {exc}") from None
+        return cls.from_json(data, where=str(p))

@@ -1,0 +1,108 @@
+"""The event-driven simulator: hand-timed cases, phase reuse = full simulation, invariants."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from willitscale.fabric import Phase, Stream, Traffic, simulate, simulate_collective
+from willitscale.fabric.traffic import collective_traffic
+from willitscale.topology import FabricLinks, Router, nvswitch_node, parse_routing, rail_optimized
+
+LINKS = FabricLinks(nic_bandwidth=50e9, nic_latency=2e-6, nvlink_bandwidth=450e9, nvlink_latency=1e-6,
+                    switch_latency=0.5e-6)
+
+
+def _one(src, dst, size, **kw):
+    return Stream(name=kw.pop("name", "s"), phases=(Phase(src=src, dst=dst, size=size, **kw),))
+
+
+def test_one_flow_over_nvlink():
+    # 4.5 GB at 450 GB/s = 10 ms, plus 1 us NVLink latency
+    t = nvswitch_node(gpus_per_node=2, links=LINKS)
+    r = simulate(t, Traffic([_one([0], [1], 4.5e9)]))
+    assert r.completion_time == pytest.approx(10e-3 + 1e-6, rel=1e-12)
+
+
+def test_two_flows_share_then_one_takes_all():
+    # Three 1-GPU servers on one leaf; GPUs 1 and 2 both send to GPU 0, sharing its 50 GB/s
+    # leaf->GPU link. Sizes 1 GB and 3 GB: both at 25 GB/s until the 1 GB one ends at 40 ms, then
+    # the other has 2 GB left at 50 GB/s: 40 ms more -> 80 ms (= 4 GB / 50 GB/s), plus 2 us.
+    t = rail_optimized(nodes=3, gpus_per_node=1, links=LINKS)
+    r = simulate(t, Traffic([_one([1, 2], [0, 0], [1e9, 3e9])]))
+    assert r.completion_time == pytest.approx(80e-3 + 2e-6, rel=1e-12)
+    assert r.solves == 2
+
+
+def test_ring_all_reduce_on_one_leaf_matches_alpha_beta():
+    # 4 servers x 1 GPU on one leaf: ring all_reduce of S over n = 4: 2(n-1) = 6 steps of S/n at
+    # 50 GB/s, each paying the 2 us NIC latency: 6 * (0.25 GB / 50 GB/s + 2 us) = 30.012 ms
+    t = rail_optimized(nodes=4, gpus_per_node=1, links=LINKS)
+    rep = simulate_collective(t, "all_reduce", 1e9)
+    assert rep.completion_time == pytest.approx(6 * (0.25e9 / 50e9 + 2e-6), rel=1e-12)
+    # busbw = 2(n-1)/n * S / t
+    assert rep.busbw == pytest.approx(1.5 * 1e9 / rep.completion_time)
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "spray", "adaptive", "rail"])
+def test_phase_reuse_is_exact(routing):
+    t = rail_optimized(nodes=6, gpus_per_node=4, oversubscription=3, links=LINKS)
+    tr = collective_traffic(t, "all_reduce", 3e8, placement="flat")
+    a = simulate(t, tr, parse_routing(routing, seed=3), reuse_phases=True)
+    b = simulate(t, tr, parse_routing(routing, seed=3), reuse_phases=False)
+    assert a.steps_reused > 0 and b.steps_reused == 0
+    assert a.completion_time == pytest.approx(b.completion_time, rel=1e-9)
+    assert np.allclose(a.link_bytes, b.link_bytes, rtol=1e-9, atol=1.0)
+    assert np.array_equal(a.link_peak_flows, b.link_peak_flows)
+
+
+def test_concurrent_streams_on_disjoint_links_run_as_if_alone():
+    t = rail_optimized(nodes=4, gpus_per_node=2, links=LINKS)
+    a, b = _one([0], [1], 1e9, name="a"), _one([2], [3], 2e9, name="b")  # two different servers
+    r = simulate(t, Traffic([a, b]))
+    assert r.stream_times["a"] == pytest.approx(1e9 / 450e9 + 1e-6)
+    assert r.stream_times["b"] == pytest.approx(2e9 / 450e9 + 1e-6)
+
+
+def test_stream_start_offset_and_repeat():
+    t = nvswitch_node(gpus_per_node=2, links=LINKS)
+    s = Stream(name="s", phases=(Phase(src=[0], dst=[1], size=4.5e8, repeat=3),), start=1e-3)
+    # 1 ms late, then 3 x (1 ms + 1 us)
+    assert simulate(t, Traffic([s])).completion_time == pytest.approx(1e-3 + 3 * (1e-3 + 1e-6))
+
+
+def test_zero_size_phase_costs_only_latency():
+    t = nvswitch_node(gpus_per_node=2, links=LINKS)
+    assert simulate(t, Traffic([_one([0], [1], 0.0)])).completion_time == pytest.approx(1e-6)
+
+
+def test_same_seed_same_result_and_seeds_matter():
+    t = rail_optimized(nodes=16, gpus_per_node=8, oversubscription=4, links=LINKS)
+    tr = collective_traffic(t, "all_reduce", 1e9, placement="flat")
+    times = [simulate(t, tr, parse_routing("ecmp", seed=s)).completion_time for s in (1, 1, 2, 3, 4)]
+    assert times[0] == times[1]
+    assert len(set(times)) > 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10**6), nodes=st.integers(2, 5), gpn=st.sampled_from([1, 2, 4]),
+       over=st.sampled_from([1.0, 2.0, 4.0]), routing=st.sampled_from(["ecmp", "spray", "adaptive", "rail"]),
+       size=st.floats(1e3, 1e9))
+def test_never_faster_than_the_bottleneck_bound(seed, nodes, gpn, over, routing, size):
+    """A ring all_reduce never beats, step by step, its slowest flow running alone, and no link
+    ever carries more than its capacity over the run."""
+    t = rail_optimized(nodes=nodes, gpus_per_node=gpn, radix=8, oversubscription=over, links=LINKS)
+    perm = np.random.default_rng(seed).permutation(t.gpus)
+    rt = parse_routing(routing, seed=seed)
+    r = simulate(t, collective_traffic(t, "all_reduce", size, gpus=perm, channels=1), rt)
+    # bound: each of the 2(n-1) steps lasts at least max over flows of chunk / (fastest that
+    # flow could go alone = min over its links of capacity / fraction) + its latency (for a
+    # ring: the mean hop latency, see Phase.latency_mode)
+    phase = r.traffic.streams[0].phases[0]
+    routes = Router(t).route(phase.src, phase.dst, phase.key, rt)
+    alone = np.full(phase.flows, np.inf)
+    np.minimum.at(alone, routes.flow, t.link_capacity[routes.link] / routes.frac)
+    lat = routes.latency.mean() if phase.latency_mode == "mean" else routes.latency
+    step = np.max(phase.size / alone + lat)
+    assert r.completion_time >= phase.repeat * step * (1 - 1e-9)
+    assert np.all(r.link_bytes <= t.link_capacity * r.completion_time * (1 + 1e-9))

@@ -1,0 +1,78 @@
+"""Traffic generators: ring orders, channels, layouts, jobs, incast, the traffic matrix."""
+
+import numpy as np
+import pytest
+
+from willitscale.errors import ConfigError
+from willitscale.fabric import ParallelLayout, StepComm, simulate, step_traffic, traffic_matrix
+from willitscale.fabric.traffic import (
+    channel_orders,
+    incast_traffic,
+    job_nodes,
+    jobs_traffic,
+    ring_order,
+)
+from willitscale.topology import FabricLinks, rail_optimized
+
+LINKS = FabricLinks(nic_bandwidth=50e9, nic_latency=2e-6, nvlink_bandwidth=450e9, nvlink_latency=1e-6,
+                    switch_latency=0.5e-6)
+
+
+def _hops_change_rail(order, gpn):
+    nxt = np.roll(order, -1)
+    inter = order // gpn != nxt // gpn
+    return np.sum(inter & (order % gpn != nxt % gpn)), np.sum(inter)
+
+
+def test_rail_order_keeps_server_hops_on_a_rail_and_flat_does_not():
+    # 4 servers: rail placement joins every pair of servers on one rail (even count closes too)
+    assert _hops_change_rail(ring_order(4, range(4), "rail"), 4) == (0, 4)
+    assert _hops_change_rail(ring_order(4, range(4), "flat"), 4) == (4, 4)
+
+
+def test_channels_keep_the_snake_and_use_different_rails():
+    gn = np.arange(32) // 8
+    orders = channel_orders(ring_order(8, range(4), "rail"), gn, 8)
+    rails = set()
+    for o in orders:
+        changed, inter = _hops_change_rail(o, 8)
+        assert (changed, inter) == (0, 4)
+        rails |= set((o[np.flatnonzero(o // 8 != np.roll(o, -1) // 8)] % 8).tolist())
+    assert rails == set(range(8))  # every NIC rail carries some channel
+
+
+def test_layout_groups_tp_innermost():
+    lay = ParallelLayout(tp=2, dp=2, pp=2)
+    assert lay.groups("tp").tolist() == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert lay.groups("dp").tolist() == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert lay.groups("pp").tolist() == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    with pytest.raises(ConfigError, match="permutation"):
+        ParallelLayout(order=("tp", "dp"))
+
+
+def test_gpt3_layout_leaves_99_percent_of_gpu_pairs_idle():
+    # GPT-3 175B as trained in Megatron-LM (Narayanan et al., SC21, Table 1): TP 8, PP 8 on 1,024
+    # GPUs -> DP 16. Ring algorithms, one channel. Pairs with traffic:
+    #   TP: a ring of 8 per server = 8 pairs x 128 servers          = 1,024
+    #   PP: 7 stage boundaries x 8 TP ranks x 16 DP replicas        =   896
+    #   DP: a ring of 16 = 16 pairs x (8 TP x 8 PP) groups          = 1,024
+    # 2,944 of 1024*1023/2 = 523,776 pairs -> 99.44% idle (article, after Meta's rail-only paper: ~99%)
+    t = rail_optimized(nodes=128, gpus_per_node=8, links=LINKS)
+    tr = step_traffic(t, ParallelLayout(tp=8, pp=8, dp=16),
+                      StepComm(tp_bytes=1e6, tp_count=1, pp_bytes=1e6, pp_count=1, dp_bytes=1e6))
+    tm = traffic_matrix(tr, t.gpus)
+    assert tm.pairs == 523776 and tm.pairs_with_traffic == 2944
+    assert tm.idle_pair_share == pytest.approx(1 - 2944 / 523776)
+
+
+def test_jobs_and_incast():
+    assert [n.tolist() for n in job_nodes(4, 2, "interleaved")] == [[0, 2], [1, 3]]
+    with pytest.raises(ConfigError, match="divisor"):
+        job_nodes(5, 2)
+    t = rail_optimized(nodes=4, gpus_per_node=1, links=LINKS)
+    r = simulate(t, jobs_traffic(t, 2, "all_reduce", 1e9))
+    # each job: 2 servers on one leaf, ring of 2 = 2 steps of 0.5 GB at 50 GB/s + 2 us; no sharing
+    assert r.stream_times["job0"] == pytest.approx(2 * (0.01 + 2e-6))
+    assert r.stream_times["job1"] == r.stream_times["job0"]
+    # incast: 3 senders x 1 GB into one 50 GB/s link = 60 ms (+ 2 us)
+    assert simulate(t, incast_traffic([1, 2, 3], 0, 1e9)).completion_time == pytest.approx(0.06 + 2e-6)
