@@ -32,7 +32,7 @@ import numpy as np
 
 from willitscale.plan.batch import PlanBatch
 
-__all__ = ["Context", "BatchResult", "make_context", "evaluate", "pick"]
+__all__ = ["Context", "BatchResult", "make_context", "evaluate", "evaluate_plans", "pick"]
 
 OPTIMIZER_BYTES_PER_PARAM = 28  # fused AdamW, fp32 state: see willitscale.plan.estimate
 
@@ -153,3 +153,7 @@ def evaluate(scenario, batch: PlanBatch, *, context: Context | None = None, deta
     from willitscale.plan.evaluation import run
 
     return run(context or make_context(scenario), batch, detail=detail, memory_only=memory_only)
+
+
+#: the public name of :func:`evaluate`
+evaluate_plans = evaluate

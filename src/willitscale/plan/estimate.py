@@ -46,29 +46,54 @@ def memory_of(result, scenario, index: int = 0) -> MemoryBreakdown:
         convention=scenario.memory_convention or default_convention(scenario.ddp.grad_reduce_dtype))
 
 
-def _out_of_memory(memory: MemoryBreakdown, scenario):
+def _variants(plan, has_shape: bool):
+    """Single changes that reduce memory: ZeRO stages, full recomputation, micro-batch 1."""
+    from dataclasses import replace
+
+    out = []
+    if plan.dp * plan.cp > 1:
+        out += [(f"--zero {z}", replace(plan, zero=z)) for z in range(plan.zero + 1, 4)]
+    if plan.recompute != "full" and has_shape:
+        out.append(("--recompute full", replace(plan, recompute="full")))
+    if plan.micro_batch > 1:
+        out.append(("--micro-batch 1 (more accumulation steps)",
+                    replace(plan, micro_batch=1, grad_accum=plan.grad_accum * plan.micro_batch)))
+    return out
+
+
+def _levers(scenario, ctx) -> list[str]:
+    """What each single change would need per GPU (the engine's memory part)."""
+    from willitscale.plan.batch import PlanBatch
+    from willitscale.plan.evaluation import run
+    from willitscale.units import format_size
+
+    variants = _variants(scenario.plan, scenario.model is not None)
+    if not variants:
+        return []
+    result = run(ctx, PlanBatch.from_plans([p for _, p in variants]), memory_only=True)
+    need = result.memory_per_gpu
+    cap = scenario.cluster.gpu.memory
+    lines = [f"{flag} would need {format_size(float(n), binary=True)}"
+             + (" (fits)" if n <= cap else "") for (flag, _), n in zip(variants, need)]
+    fitting = [line for line in lines if line.endswith("(fits)")]
+    return fitting[:2] or lines[:3]
+
+
+def _out_of_memory(memory: MemoryBreakdown, scenario, ctx):
     from willitscale.plan.validate import OutOfMemory
     from willitscale.units import format_size
 
     gib = lambda x: format_size(x, binary=True)  # noqa: E731
-    plan = scenario.plan
     where = f" on the {memory.stage}" if memory.stage else ""
     parts = (f"weights {gib(memory.weights)}, gradients {gib(memory.gradients)}, optimizer "
              f"{gib(memory.optimizer)}, activations "
              + ("unknown" if memory.activations is None else gib(memory.activations))
              + f", buffers {gib(memory.buffers)}")
-    levers = []
-    if plan.zero < 3 and plan.dp * plan.cp > 1:
-        levers.append(f"--zero {plan.zero + 1 if plan.zero < 3 else 3} (shard over the "
-                      f"{plan.dp * plan.cp} data-parallel ranks)")
-    levers.append("more model parallelism (--tp up to the GPUs per node, then --pp)")
-    if plan.recompute != "full" and scenario.model is not None:
-        levers.append("--recompute full")
-    if plan.micro_batch > 1:
-        levers.append("a smaller --micro-batch")
+    levers = _levers(scenario, ctx) + ["more model parallelism (--tp up to the GPUs per node, "
+                                       "then --pp)", "`willitscale plan` to search plans that fit"]
     message = (f"out of memory: this plan needs {gib(memory.total)} per GPU{where} ({parts}) but "
-               f"one {scenario.cluster.gpu.name} has {gib(memory.capacity)}. Try "
-               + ", ".join(levers) + "; or `willitscale plan` to search plans that fit")
+               f"one {scenario.cluster.gpu.name} has {gib(memory.capacity)}. "
+               + "; ".join(levers))
     return OutOfMemory(message, memory)
 
 
@@ -86,7 +111,7 @@ def estimate(scenario: Scenario, *, allow_oom: bool = False) -> StepEstimate:
     result = run(ctx, PlanBatch.from_plans([scenario.plan]), detail=True)
     memory = memory_of(result, scenario)
     if memory.fits is False and not allow_oom:
-        raise _out_of_memory(memory, scenario)
+        raise _out_of_memory(memory, scenario, ctx)
     value = lambda name: float(np.asarray(getattr(result, name))[0])  # noqa: E731
     breakdown = Breakdown(
         data_loading=value("data_loading"), forward=value("forward"), backward=value("backward"),

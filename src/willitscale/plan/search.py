@@ -30,7 +30,7 @@ from willitscale.errors import ConfigError
 from willitscale.plan.batch import PlanBatch
 from willitscale.plan.validate import CODE, REASONS
 
-__all__ = ["SearchSpace", "SearchResult", "candidate_plans", "search"]
+__all__ = ["SearchSpace", "SearchResult", "candidate_plans", "search", "search_plans"]
 
 MAX_TP = 64
 MAX_CP = 16
@@ -211,3 +211,7 @@ def search(scenario, *, gpus: int, global_batch: int, space: SearchSpace = Searc
                         seconds=time.perf_counter() - start, interrupted=interrupted,
                         global_batch=global_batch, seq_len=scenario.seq_len,
                         extra={"memory_fraction": space.memory_fraction})
+
+
+#: the public name of :func:`search`
+search_plans = search
