@@ -47,6 +47,20 @@ def plan_flags(plan) -> str:
     return " ".join(flags)
 
 
+def _degrees(r: dict) -> str:
+    parts = [f"tp {r['tp']}", f"pp {r['pp']}", f"dp {r['dp']}"]
+    parts += [f"{k} {r[k]}" for k in ("cp", "ep") if r[k] > 1]
+    return " ".join(parts)
+
+
+def _choices(r: dict) -> str:
+    zero = "zh" if r["shard_scope"] == "node" else f"z{r['zero']}"
+    sched = "" if r["pp"] == 1 else (f" il{r['virtual_stages']}" if r["pp_schedule"] == "interleaved"
+                                     else f" {r['pp_schedule']}")
+    rec = {"none": "none", "selective": "sel", "full": "full"}[r["recompute"]]
+    return f"{zero} mb{r['micro_batch']} {rec}{sched}" + (" sp" if r["sequence_parallel"] else "")
+
+
 def plan_json(result, scenario, *, top: int, explain: int) -> dict:
     from willitscale.plan.explain import explain_plan
 
@@ -90,20 +104,19 @@ def print_plans(result, scenario, *, top: int, explain: int, file=None) -> None:
               f"({result.plans_per_second:,.0f}/s); {feasible:,} fit under "
               f"{format_size(result.extra['memory_fraction'] * result.capacity, binary=True)} per GPU")
     rows = []
+    moe = bool(np.any(result.batch.ep[result.ranked[:top]] > 1))
     for rank, i in enumerate(result.ranked[:top], start=1):
         r = plan_row(result, int(i), peak=peak)
-        sched = "-" if r["pp"] == 1 else r["pp_schedule"] + (
-            f" v{r['virtual_stages']}" if r["pp_schedule"] == "interleaved" else "")
-        zero = "hyb" if r["shard_scope"] == "node" else str(r["zero"])
-        rows.append((rank, r["tp"], r["pp"], r["dp"], r["cp"], r["ep"], zero, r["micro_batch"],
-                     r["recompute"], sched, "y" if r["sequence_parallel"] else "",
-                     format_time(r["step_time_s"]), f"{r['tflops_per_gpu']:.0f}",
-                     f"{r['hardware_tflops_per_gpu']:.0f}", f"{r['mfu']:.3f}",
-                     format_size(r["memory_per_gpu_bytes"], binary=True)))
-    print_table(None, ["#", "tp", "pp", "dp", "cp", "ep", "zero", "mb", "recompute", "schedule", "sp",
-                       "step", "TFLOP/s", "hw TFLOP/s", "MFU", "memory"], rows,
-                units=["", "", "", "", "", "", "", "", "", "", "", "", "model", "executed", "", "per GPU"],
+        rows.append((rank, r["tp"], r["pp"], r["dp"], r["cp"], *((r["ep"],) if moe else ()),
+                     _choices(r), format_time(r["step_time_s"]),
+                     f"{r['tflops_per_gpu']:.0f}/{r['hardware_tflops_per_gpu']:.0f}",
+                     f"{r['mfu']:.3f}", f"{r['memory_per_gpu_bytes'] / 2**30:.1f}"))
+    print_table(None, ["#", "tp", "pp", "dp", "cp", *(("ep",) if moe else ()), "choices", "step",
+                       "TFLOP/s", "MFU", "mem"], rows,
+                units=["", "", "", "", "", *(("",) if moe else ()), "", "", "mod/ex", "", "GiB"],
                 file=file)
+    out.print("[dim]choices: z ZeRO stage (zh FSDP hybrid), mb micro-batch, recomputation "
+              "none/sel/full, schedule (il v: interleaved, v chunks), sp sequence parallel[/dim]")
     for rank, i in enumerate(result.ranked[:explain], start=1):
         out.print(f"[bold]#{rank}[/bold] {escape(plan_flags(result.batch.plan(int(i))))}")
         for line in explain_plan(result, int(i), gpus_per_node=g):
