@@ -24,8 +24,9 @@ HGX A800    200 GB/s (400 dup.)  160 GB/s measured       1.25       NVLink (the 
 
 So the lecture's verdict for the A100 rests on comparing NVLink's **nominal** bandwidth with
 RDMA's **measured** one (it quotes "typically measured 160 GBps" for the NICs only). Derating
-both by the same ~80% (our catalog's efficiency for both) gives 240 / 160 = 1.5: by this count
-the A100 is NVLink-bound too, only less than the A800 (160 / 160 = 1.0). And the count itself
+NVLink the same way (our catalog's 0.80 for NVLink, measured on seeds/003 and DeepSeek-V3's
+H800) gives 240 / 160 = 1.5: by this count the A100 is NVLink-bound too, only less than the
+A800 (160 / 160 = 1.0). And the count itself
 assumes one all-reduce per pipeline send: Megatron-LM issues two per layer in the backward
 (and two more with full recomputation), so a stage of ``n`` layers puts ``2n x 1.75 X`` on each
 GPU's NVLink for every ``X`` its server sends, and with ``n`` in the tens NVLink dominates on

@@ -68,8 +68,9 @@ def mp_assumptions(scenario, ctx) -> tuple[tuple[str, str], ...]:
         ("pipeline schedule", plan.pp_schedule + (f", {plan.virtual_stages} virtual stages"
                                                   if plan.pp_schedule == "interleaved" else "")),
         ("tensor parallel", ("sequence parallel (reduce-scatter + all-gather), " if plan.sequence_parallel
-                             else "all-reduces, ") + ("overlapped with GEMMs" if opts.tp_comm_overlap
-                                                      else "on the critical path")),
+                             else "all-reduces, ") + ("overlapped with the GEMMs" if opts.tp_comm_overlap
+                                                      else "on the critical path in forward, "
+                                                      "behind the weight-gradient GEMMs in backward")),
         ("sharding", zero + (", within each node (hybrid)" if plan.shard_scope == "node" else "")),
         ("attention", "FlashAttention" if opts.flash_attention else "standard (s x s scores kept)"),
         ("links", ctx.links.describe()),
