@@ -74,7 +74,8 @@ def explain_plan(result, index: int, *, gpus_per_node: int) -> list[str]:
     else:
         lines.append("why pp 1: no pipeline bubble" + _neighbours(result, "pp", pp, step))
     mem = float(result.memory[index])
-    zero = {0: "no ZeRO", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3" + (" hybrid" if plan.shard_scope == "node" else "")}
+    zero = {0: "no ZeRO", 1: "ZeRO-1", 2: "ZeRO-2",
+            3: "ZeRO-3" + (" hybrid" if plan.shard_scope == "node" else "")}
     lines.append(f"memory {_gib(mem)} of {_gib(result.capacity)} ({zero[plan.zero]}, recompute "
                  f"{plan.recompute}, micro-batch {plan.micro_batch})"
                  + _neighbours(result, "zero", plan.zero, step, (plan.zero - 1, plan.zero + 1)))

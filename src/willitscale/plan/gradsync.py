@@ -31,7 +31,8 @@ __all__ = ["StageKey", "stage_buckets", "bucket_tail"]
 
 def _layer_split(model, tp: int):
     """(matrix scale, expert share): TP rank's matrices / whole matrices, expert fraction."""
-    from willitscale.workload.params import attention_params, layer_params_per_tp_rank, mlp_params, norm_params
+    from willitscale.workload.params import (attention_params, layer_params_per_tp_rank,
+                                             mlp_params, norm_params)
 
     attention = attention_params(model)
     mlp_all = model.mlp_experts * mlp_params(model)

@@ -32,7 +32,8 @@ def _fixes(scenario, ctx, result, breakdown, ops) -> tuple[str, ...]:
     step = breakdown.total
     if breakdown.bubble > 0.05 * step:
         m = plan.grad_accum
-        now = float(bubble_fraction(plan.pp, m, plan.virtual_stages if plan.pp_schedule == "interleaved" else 1))
+        v = plan.virtual_stages if plan.pp_schedule == "interleaved" else 1
+        now = float(bubble_fraction(plan.pp, m, v))
         fixes.append(f"the bubble is (p-1)/(v m) = {now:.1%} of the ideal time: more micro-batches "
                      f"per step (a smaller --micro-batch, or a larger batch), fewer stages, or "
                      f"--pp-schedule interleaved --virtual-stages 2 (about half the bubble)")

@@ -100,8 +100,9 @@ def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *, detail: bool =
                       param_gather_exposed(ag, fwd_k, st.layers), 0.0)
     ag_exp = np.where(st.active, ag_exp, 0.0)
     ag_col = np.argmax(ag_exp, axis=-1)
+    zero12 = (b.zero == 1) | (b.zero == 2)
     return SimpleNamespace(
-        total=total, exposed=exposed, hidden=hidden, extra=np.max(np.where(st.active, extra, 0.0), -1),
-        tail=tail, tail_col=tail_col, emb_ar=emb_ar,
-        ag_total=np.where((b.zero == 1) | (b.zero == 2), np.take_along_axis(ag, ag_col[:, None], -1)[:, 0], 0.0),
+        total=total, exposed=exposed, hidden=hidden,
+        extra=np.max(np.where(st.active, extra, 0.0), -1), tail=tail, tail_col=tail_col,
+        emb_ar=emb_ar, ag_total=np.where(zero12, np.take_along_axis(ag, ag_col[:, None], -1)[:, 0], 0.0),
         ag_exposed=np.max(ag_exp, axis=-1), schedule=schedule)
