@@ -74,3 +74,30 @@ def test_planner_plan_round_trips_through_estimate(cli):
                        "--global-batch", "64", "--seq-len", "8192", *flags, "--json")
     assert code == 0
     assert json.loads(out)["step_time_s"] == best["step_time_s"]
+
+
+def test_a_scenario_file_carries_the_plan(cli, tmp_path):
+    path = tmp_path / "gpt3.toml"
+    path.write_text(
+        '[model]\nname = "gpt3-175b"\n'
+        '[cluster]\ngpu = "a100-80gb"\nnodes = 16\ngpus_per_node = 8\ninter_node = "8x200Gbps"\n'
+        '[training]\nseq_len = 2048\nglobal_batch = 64\nmicro_batch = 1\nrecompute = "selective"\n'
+        '[parallel]\ntp = 8\npp = 8\nzero = 1\npp_schedule = "interleaved"\nvirtual_stages = 3\n'
+        'sequence_parallel = true\nrank_order = "tp-cp-ep-dp-pp"\n')
+    code, out, _ = cli("estimate", str(path), "--json")
+    est = json.loads(out)
+    assert code == 0
+    assert (est["plan"]["tp"], est["plan"]["pp"], est["plan"]["dp"]) == (8, 8, 2)
+    assert est["pipeline"]["virtual_stages"] == 3 and est["plan"]["sequence_parallel"]
+    # flags override the file
+    code, out, _ = cli("estimate", str(path), "--pp-schedule", "1f1b", "--virtual-stages", "1",
+                       "--json")
+    assert code == 0 and json.loads(out)["pipeline"]["schedule"] == "1f1b"
+
+
+def test_scaling_sweep_keeps_the_model_parallel_degrees(cli):
+    code, out, _ = cli("scale", "--model", "gpt3-175b", "--gpu", "a100-80gb", "--gpus-per-node",
+                       "8", "--inter-node", "8x200Gbps", "--seq-len", "2048", "--micro-batch", "1",
+                       "--grad-accum", "16", "--tp", "8", "--pp", "8", "--nodes", "8,16", "--json")
+    rows = json.loads(out)
+    assert code == 0 and [r["gpus"] for r in rows] == [64, 128]
