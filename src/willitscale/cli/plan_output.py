@@ -83,6 +83,7 @@ def plan_json(result, scenario, *, top: int, explain: int) -> dict:
         "memory_limit_bytes": result.extra["memory_fraction"] * result.capacity,
         "seconds": result.seconds, "plans_per_second": result.plans_per_second,
         "interrupted": result.interrupted, "plans": rows,
+        "memory_complete": scenario.model is not None,
     }
 
 
@@ -121,6 +122,9 @@ def print_plans(result, scenario, *, top: int, explain: int, file=None) -> None:
         out.print(f"[bold]#{rank}[/bold] {escape(plan_flags(result.batch.plan(int(i))))}")
         for line in explain_plan(result, int(i), gpus_per_node=g):
             out.print(f"   {escape(line)}")
+    if scenario.model is None:
+        out.print("[yellow]No model shape (--params): memory counts the training state only, "
+                  "activations unknown; only data parallelism and ZeRO are searched.[/yellow]")
     rejected = result.rejected()
     if rejected:
         print_table("Rejected", ["reason", "plans"], sorted(rejected.items(), key=lambda x: -x[1]),

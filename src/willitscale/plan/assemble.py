@@ -76,7 +76,9 @@ def assemble(ctx, b, st, comp, params, traffic, mem, pipe, bubble, crit, tail, p
                 for k in KINDS}
     dp_total = pick(tail.total, tail.tail_col)
     dp_exposed = np.minimum(tail.tail, pick(tail.exposed, tail.tail_col))
-    stage_params = params[0] + params[1]
+    # expert weights held by one rank only (ep = cp x dp) have nothing to synchronise
+    synced_expert = (places["edp"].size > 1)[:, None]
+    stage_params = params[0] + params[1] * synced_expert
     grads = pick(stage_params, tail.tail_col) * ctx.grad_bytes
     syncs = np.where(b.zero == 2, m, np.where(b.zero == 3, 0.0, 1.0))
     per_step["dp"] = {"time": dp_total + np.where(b.zero == 2, (m - 1) * dp_total, 0.0),

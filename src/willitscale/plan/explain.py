@@ -63,8 +63,9 @@ def explain_plan(result, index: int, *, gpus_per_node: int) -> list[str]:
     step = float(result.step_time[index])
     tp, pp = plan.tp, plan.pp
     where = "inside one node (NVLink)" if tp <= gpus_per_node else "across nodes"
-    lines = [f"why tp {tp}: its {'reduce-scatters/all-gathers' if plan.sequence_parallel else 'all-reduces'} "
-             f"stay {where}" + _neighbours(result, "tp", tp, step)]
+    what = "reduce-scatters/all-gathers" if plan.sequence_parallel else "all-reduces"
+    head = f"why tp {tp}: its {what} stay {where}" if tp > 1 else "why tp 1: no tensor-parallel traffic"
+    lines = [head + _neighbours(result, "tp", tp, step)]
     bubble = float(result.bubble[index])
     v = plan.virtual_stages if plan.pp_schedule == "interleaved" else 1
     sched = f"{plan.pp_schedule}" + (f" v={v}" if v > 1 else "")
@@ -80,6 +81,7 @@ def explain_plan(result, index: int, *, gpus_per_node: int) -> list[str]:
                  f"{plan.recompute}, micro-batch {plan.micro_batch})"
                  + _neighbours(result, "zero", plan.zero, step, (plan.zero - 1, plan.zero + 1)))
     if plan.cp > 1 or plan.dp > 1:
-        lines.append(f"dp {plan.dp} x cp {plan.cp}: {plan.grad_accum} micro-batches per pipeline; "
+        many = "micro-batch" if plan.grad_accum == 1 else "micro-batches"
+        lines.append(f"dp {plan.dp} x cp {plan.cp}: {plan.grad_accum} {many} per pipeline; "
                      f"exposed communication {format_time(float(result.exposed[index]))}")
     return lines
