@@ -47,9 +47,9 @@ def test_disagreeing_batch_flags_are_a_clear_error(cli):
     assert code == 2 and "disagrees" in err and "Traceback" not in err
 
 
-def test_model_parallel_flags_are_refused(cli):
+def test_model_parallel_flags_need_a_model_shape(cli):
     code, _, err = cli("estimate", *SCENARIO, "--nodes", "4", "--tp", "8", "--dp", "4")
-    assert code == 2 and "model parallelism" in err
+    assert code == 2 and "give --model instead of --params" in err
 
 
 def test_trace_file_holds_the_same_spans(cli, tmp_path):

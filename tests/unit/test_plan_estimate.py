@@ -121,11 +121,14 @@ def test_memory_without_a_shape_is_the_state_only_and_says_so():
     assert shaped.memory.activations > 0 and not shaped.unknowns
 
 
-def test_model_parallel_degrees_are_refused_until_issue_4():
-    with pytest.raises(ConfigError, match="model parallelism"):
+def test_model_parallel_degrees_need_a_shape_but_zero_does_not():
+    with pytest.raises(ConfigError, match="need the model's shape"):
         run(tp=2, dp=4)
-    with pytest.raises(ConfigError, match="model parallelism"):
-        run(zero=3)
+    _, ddp = run(nodes=2)
+    _, fsdp = run(nodes=2, zero=3)
+    # ZeRO-3 over 16 ranks: 18 B/param / 16 of state (no activations in --params mode)
+    assert fsdp.memory.weights + fsdp.memory.gradients + fsdp.memory.optimizer == pytest.approx(18e9 / 16)
+    assert ddp.memory.total == pytest.approx(18e9)
 
 
 def test_plan_must_fill_the_cluster():

@@ -3,7 +3,7 @@
 import pytest
 
 from willitscale.errors import ConfigError
-from willitscale.plan.plan import Plan, require_data_parallel, resolve_batch
+from willitscale.plan.plan import Plan, resolve_batch
 
 
 def test_degrees_must_multiply_to_the_cluster():
@@ -26,11 +26,15 @@ def test_bad_values_name_the_field():
         Plan(zero=4)
 
 
-def test_model_parallel_is_refused_clearly_not_estimated_wrong():
-    for kwargs in ({"tp": 2}, {"pp": 2}, {"cp": 2}, {"ep": 2}, {"zero": 1}):
-        with pytest.raises(ConfigError, match="model parallelism"):
-            require_data_parallel(Plan(**kwargs))
-    require_data_parallel(Plan(dp=64))
+def test_plan_level_contradictions_are_errors():
+    with pytest.raises(ConfigError, match="sequence_parallel"):
+        Plan(sequence_parallel=True)  # nothing to split along the sequence without tp
+    with pytest.raises(ConfigError, match="virtual_stages"):
+        Plan(pp=4, pp_schedule="interleaved")  # interleaving needs >= 2 chunks per stage
+    with pytest.raises(ConfigError, match="ZeRO stage"):
+        Plan(shard_scope="node")  # hybrid sharding of nothing
+    with pytest.raises(ConfigError, match="a divisor of dp = 6"):
+        Plan(dp=6, ep=4).check_cluster(6)  # experts are sharded over data-parallel ranks
 
 
 def test_weak_scaling_from_micro_batch():

@@ -10,6 +10,7 @@ import sys
 
 from willitscale.cli.plot_flag import add_plot_flag
 from willitscale.cli.scenario_flags import add_scenario_flags, settings_from_args
+from willitscale.errors import Infeasible, WillItScaleError
 
 HELP = "predict one training step: time, breakdown, MFU, memory, bottleneck, timeline"
 
@@ -70,14 +71,55 @@ def _scenario_json(scenario) -> dict:
     }
 
 
+def _scenario_or_verdict(settings):
+    """The scenario; when its batch does not split but the plan would not fit in memory with
+    any split, the out-of-memory verdict instead (the more fundamental answer)."""
+    from willitscale.plan.build import build_scenario
+    from willitscale.plan.estimate import estimate
+    from willitscale.plan.plan import BatchNotDivisible
+
+    try:
+        return build_scenario(settings)
+    except BatchNotDivisible as batch_error:
+        probe = {k: v for k, v in settings.items() if k not in ("global_batch", "grad_accum")}
+        try:
+            estimate(build_scenario(probe))
+        except Infeasible as verdict:
+            verdict.args = (f"{verdict} (also: {batch_error})",)
+            raise verdict from None
+        except WillItScaleError:
+            pass
+        raise
+
+
+def print_verdict(verdict, *, as_json: bool) -> int:
+    """An infeasible plan as a verdict (exit 1): JSON with the numbers, or one clear paragraph."""
+    from willitscale.cli.output import console, print_json
+
+    memory = getattr(verdict, "memory", None)
+    if as_json:
+        out = {"feasible": False, "reason": verdict.reason, "message": str(verdict)}
+        if memory is not None:
+            out.update(memory_per_gpu_bytes=memory.total, capacity_bytes=memory.capacity,
+                       memory=memory.to_json())
+        print_json(out)
+    else:
+        from rich.markup import escape
+
+        console().print(f"[bold red]Verdict:[/bold red] {escape(str(verdict))}")
+    return verdict.exit_code
+
+
 def run(args: argparse.Namespace) -> int:
     from willitscale.cli.estimate_text import print_estimate
     from willitscale.cli.output import print_json
-    from willitscale.plan.build import build_scenario
     from willitscale.plan.estimate import estimate
 
-    scenario = build_scenario(settings_from_args(args))
-    est = estimate(scenario)
+    try:
+        scenario = _scenario_or_verdict(settings_from_args(args))
+        est = estimate(scenario)
+    except Infeasible as verdict:
+        return print_verdict(verdict, as_json=args.json)
     if args.trace:
         from willitscale.report.trace import write_chrome_trace
 

@@ -23,9 +23,19 @@ def scenario_line(scenario) -> str:
     node = c.node
     inter = (f" · {node.nics} x {format_bandwidth(node.nic.bandwidth, bits=True)} per node"
              if c.nodes > 1 else "")
+    degrees = ""
+    if not plan.is_data_parallel:
+        parts = [f"{k} {getattr(plan, k)}" for k in ("tp", "pp", "cp", "ep", "dp")
+                 if getattr(plan, k) > 1 or k == "dp"]
+        zero = f" · ZeRO-{plan.zero}" + (" hybrid" if plan.shard_scope == "node" else "") if plan.zero else ""
+        sp = " · sequence parallel" if plan.sequence_parallel else ""
+        sched = f" · {plan.pp_schedule}" + (f" v={plan.virtual_stages}" if plan.virtual_stages > 1 else "") \
+            if plan.pp > 1 else ""
+        degrees = "\n" + " x ".join(parts) + zero + sp + sched
     return (f"{model} · {c.nodes} x {node.gpus_per_node} {c.gpu.name} ({c.gpus} GPUs){inter}\n"
             f"batch {plan.global_batch} x {scenario.seq_len} tokens (micro-batch "
-            f"{plan.micro_batch}, grad-accum {plan.grad_accum}) · recompute {plan.recompute}")
+            f"{plan.micro_batch}, grad-accum {plan.grad_accum}) · recompute {plan.recompute}"
+            + degrees)
 
 
 def _share(part: float, total: float) -> str:
@@ -50,9 +60,57 @@ def _memory_line(m) -> str:
     verdict = {True: "fits", False: "[red]does not fit[/red]",
                None: "the state fits; activations unknown"}[m.fits]
     acts = "?" if m.activations is None else gib(m.activations)
-    return (f"[bold]Memory per GPU[/bold] {gib(m.total)} of {gib(m.capacity)}: {verdict}\n"
+    where = f" ({escape(m.stage)})" if m.stage else ""
+    buffers = f" · buffers {gib(m.buffers)}" if m.buffers else ""
+    return (f"[bold]Memory per GPU[/bold]{where} {gib(m.total)} of {gib(m.capacity)}: {verdict}\n"
             f"  weights {gib(m.weights)} · gradients {gib(m.gradients)} · optimizer "
-            f"{gib(m.optimizer)} · activations {acts}  ({escape(m.convention)})")
+            f"{gib(m.optimizer)} · activations {acts}{buffers}  ({escape(m.convention)})")
+
+
+def _data_parallel(est) -> bool:
+    p = est.plan
+    return not p or (p.get("tp", 1) == p.get("pp", 1) == p.get("cp", 1) == p.get("ep", 1) == 1
+                     and p.get("zero", 0) == 0)
+
+
+def _communication(est, out) -> None:
+    if not _data_parallel(est):
+        out.print(f"[bold]Communication[/bold] {format_time(est.comms)} per step on the critical "
+                  f"GPU, {format_time(est.exposed_comms)} exposed")
+        for op in est.comm_ops:
+            out.print(escape(f"  [{op.parallelism}] {op.name}: {format_size(op.bytes)} in "
+                             f"{op.calls} call(s), {format_time(op.time)}, "
+                             f"{format_time(op.exposed)} exposed"))
+            out.print(escape(f"       {op.group}"), style="dim")
+        return
+    out.print(f"[bold]Communication[/bold] {format_time(est.comms)} per step: "
+              f"{format_time(est.exposed_comms)} exposed, "
+              f"{format_time(est.comms - est.exposed_comms)} hidden under backward")
+    for op in est.comm_ops:
+        out.print(escape(f"  {op.name}: {format_size(op.bytes)} in {op.calls} bucket(s) over "
+                         f"{op.ranks} GPUs; {op.algorithm}"))
+        out.print(escape(f"  crosses {' -> '.join(op.links)}"))
+
+
+def _pipeline_and_groups(est, out) -> None:
+    p = est.pipeline
+    if p and p.get("stages", 1) > 1:
+        out.print(f"[bold]Pipeline[/bold] {p['stages']} stages, {escape(str(p['schedule']))}"
+                  + (f" v={p['virtual_stages']}" if p.get("virtual_stages", 1) > 1 else "")
+                  + f", {p['micro_batches']} micro-batches: bubble {format_time(p['bubble_s'])} "
+                  f"({p['bubble_share_of_step']:.1%} of the step; (p-1)/(v m) = "
+                  f"{p['bubble_fraction_of_ideal']:.1%} of the ideal), slowest stage: "
+                  f"{p['critical_stage']}")
+    leaving = [g for g in est.placement if g["leaves_node"]]
+    if est.placement and len(est.placement) > 1:
+        text = "; ".join(f"{g['parallelism']} {int(g['size'])} " + ("leaves the node" if g["leaves_node"]
+                                                                    else "stays in its node")
+                         for g in est.placement)
+        out.print(f"[bold]Groups[/bold] {escape(text)}")
+        for g in leaving:
+            out.print(escape(f"  {g['parallelism']}: {g['where']}"), style="dim")
+    for warning in est.warnings:
+        out.print(f"[yellow]  warning: {escape(warning)}[/yellow]")
 
 
 def print_estimate(est, scenario, *, width: int = DEFAULT_WIDTH, brief: bool = False,
@@ -64,16 +122,13 @@ def print_estimate(est, scenario, *, width: int = DEFAULT_WIDTH, brief: bool = F
 
     out = console(file)
     out.print(f"[bold]Estimate[/bold] {escape(scenario_line(scenario))}")
+    rate = "" if _data_parallel(est) else (f" · {est.tflops_per_gpu:.0f} TFLOP/s per GPU"
+                                           f" ({est.hardware_tflops_per_gpu:.0f} executed)")
     out.print(f"[bold]step {format_time(est.step_time)}[/bold] · {est.tokens_per_s:,.0f} tokens/s"
-              f" · MFU {est.mfu:.3f} · HFU {est.hfu:.3f}")
+              f" · MFU {est.mfu:.3f} · HFU {est.hfu:.3f}{rate}")
     _breakdown(est, file)
-    out.print(f"[bold]Communication[/bold] {format_time(est.comms)} per step: "
-              f"{format_time(est.exposed_comms)} exposed, "
-              f"{format_time(est.comms - est.exposed_comms)} hidden under backward")
-    for op in est.comm_ops:
-        out.print(escape(f"  {op.name}: {format_size(op.bytes)} in {op.calls} bucket(s) over "
-                         f"{op.ranks} GPUs; {op.algorithm}"))
-        out.print(escape(f"  crosses {' -> '.join(op.links)}"))
+    _communication(est, out)
+    _pipeline_and_groups(est, out)
     out.print(_memory_line(est.memory))
     out.print(f"[bold]Bottleneck: {escape(est.bottleneck.resource)}[/bold] — "
               f"{escape(est.bottleneck.reason)}")

@@ -18,8 +18,8 @@ from willitscale.errors import WillItScaleError
 
 # The order here is the order of ``willitscale --help``.
 COMMAND_MODULES: tuple[str, ...] = (
-    "estimate", "scale", "requirements", "size", "report", "hardware", "model", "collective",
-    "fabric", "bench", "results", "emulate", "calibrate", "validate",
+    "estimate", "plan", "scale", "requirements", "size", "report", "hardware", "model",
+    "collective", "fabric", "bench", "results", "emulate", "calibrate", "validate",
 )
 
 DEBUG_ENV = "WILLITSCALE_DEBUG"

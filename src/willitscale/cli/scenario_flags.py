@@ -15,8 +15,13 @@ __all__ = ["add_scenario_flags", "settings_from_args"]
 _DEST_TO_SETTING = {"step_time_one_gpu": "step_time_one_gpu"}
 
 
-def add_scenario_flags(parser: argparse.ArgumentParser, *, nodes_help: str | None = None) -> None:
-    """Add the model, cluster, training, DDP, data and measurement flags to ``parser``."""
+def add_scenario_flags(parser: argparse.ArgumentParser, *, nodes_help: str | None = None,
+                       plan_flags: bool = True) -> None:
+    """Add the model, cluster, training, DDP, data and measurement flags to ``parser``.
+
+    ``plan_flags=False`` leaves out what a plan decides (degrees, ZeRO, schedule, micro-batch,
+    gradient accumulation, recomputation): the planner searches those.
+    """
     parser.add_argument("scenario_file", nargs="?", metavar="SCENARIO.toml",
                         help="a scenario file (see examples/); flags override its values")
     parser.add_argument("--scenario", dest="scenario_flag", metavar="FILE",
@@ -33,19 +38,54 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, nodes_help: str | Non
     c.add_argument("--inter-node", help="per node: catalog NIC name, 200Gbps, or 8x400Gbps")
     t = parser.add_argument_group("training")
     t.add_argument("--seq-len", help="tokens per sample")
-    t.add_argument("--micro-batch", help="samples per GPU per forward/backward")
     t.add_argument("--global-batch", help="samples per optimizer step over all GPUs (strong scaling)")
-    t.add_argument("--grad-accum", help="micro-steps per optimizer step")
-    t.add_argument("--recompute", choices=("none", "selective", "full"), help="activation recomputation")
+    if plan_flags:
+        t.add_argument("--micro-batch", help="samples per GPU per forward/backward")
+        t.add_argument("--grad-accum", help="micro-steps per optimizer step")
+        t.add_argument("--recompute", choices=("none", "selective", "full"),
+                       help="activation recomputation")
     t.add_argument("--dtype", help="compute dtype, selects the GPU peak (default bf16)")
     eff = t.add_mutually_exclusive_group()
     eff.add_argument("--hfu", help="fraction of dense peak on executed FLOPs, recomputation included")
     eff.add_argument("--mfu", help="fraction of dense peak on model FLOPs (recomputation not counted)")
     t.add_argument("--memory-convention", help="training-state bytes per parameter convention")
-    p = parser.add_argument_group("parallelism (model parallelism comes with issue 4)")
-    for name in ("dp", "tp", "pp", "cp", "ep"):
-        p.add_argument(f"--{name}", help=f"{name.upper()} degree")
-    p.add_argument("--zero", help="ZeRO stage 0-3")
+    _execution_flags(parser)
+    if plan_flags:
+        _parallel_flags(parser)
+    _ddp_and_measurement_flags(parser)
+
+
+def _execution_flags(parser) -> None:
+    x = parser.add_argument_group("model-parallel execution (docs/parallelism.md)")
+    x.add_argument("--tp-comm-overlap", action="store_const", const="true",
+                   help="overlap TP collectives with the GEMMs (Megatron-Core userbuffers)")
+    x.add_argument("--rank-order", help="placement of ranks, innermost first "
+                                        "(default tp-cp-ep-dp-pp)")
+    x.add_argument("--no-flash-attention", dest="flash_attention", action="store_const",
+                   const="false", help="standard attention (keeps the s x s scores)")
+
+
+def _parallel_flags(parser) -> None:
+    p = parser.add_argument_group("parallelism (docs/parallelism.md)")
+    what = {"dp": "data-parallel replicas (default: what the others leave)",
+            "tp": "tensor-parallel degree (Megatron; keep within a node)",
+            "pp": "pipeline stages", "cp": "context-parallel degree (ring attention)",
+            "ep": "expert-parallel degree (MoE; divides dp)"}
+    for name, text in what.items():
+        p.add_argument(f"--{name}", help=text)
+    p.add_argument("--zero", choices=("0", "1", "2", "3"), help="ZeRO stage: 1 optimizer states, "
+                   "2 + gradients, 3 + weights (FSDP)")
+    p.add_argument("--fsdp", choices=("full", "hybrid"), help="FSDP: full = ZeRO-3 over all "
+                   "data-parallel ranks; hybrid = shard within each node, replicate across")
+    p.add_argument("--pp-schedule", choices=("gpipe", "1f1b", "interleaved"),
+                   help="pipeline schedule (default 1f1b)")
+    p.add_argument("--virtual-stages", help="model chunks per stage with --pp-schedule "
+                                            "interleaved (default 2)")
+    p.add_argument("--sequence-parallel", action="store_const", const="true",
+                   help="Megatron sequence parallelism (needs --tp > 1)")
+
+
+def _ddp_and_measurement_flags(parser) -> None:
     d = parser.add_argument_group("DDP gradient synchronisation")
     d.add_argument("--no-overlap", dest="overlap", action="store_const", const="false",
                    help="all-reduce after backward instead of during it")

@@ -11,10 +11,11 @@ from typing import Any
 
 from willitscale.errors import ConfigError
 from willitscale.plan.efficiency import Efficiency
+from willitscale.plan.options import ParallelOptions
 from willitscale.plan.plan import Plan, resolve_batch
 from willitscale.plan.scenario import DataLoading, DdpOptions, Measured, Scenario
 
-__all__ = ["build_scenario", "build_plan"]
+__all__ = ["build_scenario", "build_plan", "build_options"]
 
 _DDP_KEYS = {"overlap": "overlap", "bucket_cap": "bucket_cap", "first_bucket": "first_bucket",
              "grad_reduce_dtype": "grad_reduce_dtype", "overlap_slowdown": "overlap_slowdown"}
@@ -41,6 +42,20 @@ def _cluster(settings: Mapping[str, Any]):
         inter_node=settings.get("inter_node"))
 
 
+def _sharding(settings: Mapping[str, Any]) -> tuple[int, str]:
+    """``(zero, shard_scope)`` from ``zero``, ``shard_scope`` and ``fsdp`` (full = ZeRO-3 over the
+    data-parallel group, hybrid = ZeRO-3 within each node, replicated across nodes)."""
+    zero, scope = settings.get("zero", 0), settings.get("shard_scope", "dp")
+    fsdp = settings.get("fsdp")
+    if fsdp is None:
+        return zero, scope
+    if fsdp not in ("full", "hybrid"):
+        raise ConfigError("fsdp", fsdp, "full (FULL_SHARD) or hybrid (HYBRID_SHARD)")
+    if settings.get("zero") not in (None, 3):
+        raise ConfigError(f"--fsdp {fsdp} is ZeRO-3; it contradicts --zero {settings['zero']}")
+    return 3, "node" if fsdp == "hybrid" else "dp"
+
+
 def build_plan(settings: Mapping[str, Any], gpus: int) -> Plan:
     """The plan for ``gpus`` GPUs: ``dp`` fills what the model-parallel degrees leave."""
     degrees = {k: settings.get(k, 1) for k in ("tp", "pp", "cp", "ep")}
@@ -53,11 +68,23 @@ def build_plan(settings: Mapping[str, Any], gpus: int) -> Plan:
     micro, accum = resolve_batch(dp=dp, micro_batch=settings.get("micro_batch"),
                                  global_batch=settings.get("global_batch"),
                                  grad_accum=settings.get("grad_accum"))
-    return Plan(dp=dp, **degrees, zero=settings.get("zero", 0), micro_batch=micro, grad_accum=accum,
-                recompute=settings.get("recompute", "none"),
-                pp_schedule=settings.get("pp_schedule", "1f1b"),
-                virtual_stages=settings.get("virtual_stages", 1),
+    schedule = settings.get("pp_schedule", "1f1b")
+    virtual = settings.get("virtual_stages", 2 if schedule == "interleaved" else 1)
+    zero, scope = _sharding(settings)
+    return Plan(dp=dp, **degrees, zero=zero, shard_scope=scope, micro_batch=micro,
+                grad_accum=accum, recompute=settings.get("recompute", "none"),
+                pp_schedule=schedule, virtual_stages=virtual,
                 sequence_parallel=settings.get("sequence_parallel", False))
+
+
+def build_options(settings: Mapping[str, Any]) -> ParallelOptions:
+    """Placement and execution options from settings (defaults: Megatron-LM's order, no TP
+    overlap, FlashAttention)."""
+    return ParallelOptions(
+        rank_order=settings.get("rank_order"),
+        tp_comm_overlap=settings.get("tp_comm_overlap", False),
+        flash_attention=settings.get("flash_attention", True),
+        allow_tp_across_nodes=settings.get("allow_tp_across_nodes", True))
 
 
 def _efficiency(settings: Mapping[str, Any]) -> Efficiency | None:
@@ -112,7 +139,7 @@ def build_scenario(settings: Mapping[str, Any]) -> Scenario:
         dtype=settings.get("dtype", "bf16"), efficiency=_efficiency(settings),
         memory_convention=settings.get("memory_convention", ""), ddp=ddp, data=_data(settings),
         measured=measured, calibration=_calibration(settings), network=_network(settings),
-        defaults_applied=tuple(defaults))
+        options=build_options(settings), defaults_applied=tuple(defaults))
 
 
 def _network(settings: Mapping[str, Any]):

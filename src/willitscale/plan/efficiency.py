@@ -36,7 +36,8 @@ from dataclasses import dataclass
 
 from willitscale.errors import ConfigError
 
-__all__ = ["DEFAULT_HFU", "DEFAULT_OVERLAP_SLOWDOWN", "Efficiency", "default_efficiency"]
+__all__ = ["DEFAULT_HFU", "DEFAULT_OVERLAP_SLOWDOWN", "Efficiency", "default_efficiency",
+           "resolved_efficiency", "roofline_applies"]
 
 #: compute-only HFU defaults by compute dtype (sources in the module docstring)
 DEFAULT_HFU = {"bf16": 0.5, "fp16": 0.5, "fp8": 0.25}
@@ -74,3 +75,31 @@ def default_efficiency(gpu_name: str, dtype: str) -> Efficiency:
         ) from None
     return Efficiency(kind="hfu", value=value,
                       source=f"default for {dtype} on {gpu_name}, see docs/estimate.md")
+
+
+def resolved_efficiency(scenario) -> Efficiency:
+    """The compute efficiency in force: the user's, a calibration's (an HFU), or the default."""
+    if scenario.efficiency is not None:
+        return scenario.efficiency
+    calibration = scenario.calibration
+    if calibration is not None:
+        entry = calibration.compute_for(scenario.dtype)
+        value = entry.efficiency if entry is not None else calibration.compute_efficiency
+        if value is not None:
+            where = getattr(calibration, "path", "") or "the calibration"
+            return Efficiency(kind="hfu", value=min(float(value), 1.0), source=f"calibrated, {where}")
+    if roofline_applies(scenario):
+        from willitscale.plan.kernels import GEMM_EFFICIENCY
+
+        return Efficiency(kind="hfu", value=GEMM_EFFICIENCY,
+                          source="default with a model shape: matmuls at this fraction of peak, "
+                                 "element-wise operations at the GPU's memory bandwidth "
+                                 "(willitscale.plan.kernels, docs/planner.md)")
+    return default_efficiency(scenario.cluster.gpu.name, scenario.dtype)
+
+
+def roofline_applies(scenario) -> bool:
+    """The two-term compute model (:mod:`willitscale.plan.kernels`) is the default when nothing
+    else fixes the efficiency, the model's shape is known and the dtype is bf16/fp16."""
+    return (scenario.efficiency is None and scenario.calibration is None
+            and scenario.model is not None and scenario.dtype in ("bf16", "fp16"))

@@ -1,20 +1,32 @@
-"""Memory per GPU of a data-parallel step: training state plus activations, against HBM.
+"""Memory per GPU of every pipeline stage: training state, activations and buffers, against HBM.
 
-Training state: parameters x bytes per parameter of a named convention
-(:mod:`willitscale.workload.memory`). The default follows the gradient dtype on the wire: with
-fp32 gradients (PyTorch AMP, the default) ``handbook-18`` (the 18 bytes per parameter of
-seeds/000); with bf16/fp16 gradients ``zero-16`` (ZeRO's 16). Activations: the workload
-module's per-micro-batch count for the recomputation used; without a model shape they cannot be
-computed, and the estimate says so instead of inventing a number.
+* **Training state**: the stage's parameters on one tensor-parallel rank, in bytes per parameter
+  of a named convention (:mod:`willitscale.workload.memory`), with ZeRO sharding over the
+  data-parallel group (or within a node, hybrid). The default convention follows the gradient
+  dtype: fp32 gradients (PyTorch AMP, Megatron's fp32 main grads) ``handbook-18`` (the 18 bytes
+  per parameter of seeds/000); bf16/fp16 gradients ``zero-16`` (ZeRO's 16).
+* **Activations**: :func:`willitscale.workload.activations.activation_memory` for one
+  micro-batch of ``s / cp`` tokens on one tensor-parallel rank, times the micro-batches the
+  schedule keeps in flight on that stage (:func:`willitscale.plan.pipeline.in_flight`), plus
+  the one layer rebuilt at a time by recomputation. The first stage adds the embedding's, the
+  last the LM head's (its fp32 logits). Without a model shape they cannot be computed and the
+  estimate says so rather than inventing a number.
+* **Buffers**: with ZeRO-3 the gathered weights of the layer being computed and of the one
+  prefetched (bf16); with pipelining the receive buffers of one forward and one backward
+  message. DDP's buckets are taken as views of the gradients (``gradient_as_bucket_view``,
+  Megatron's contiguous grad buffer): PyTorch's default copy would add the gradients once more.
+  CUDA context, NCCL workspaces and allocator fragmentation (typically 1-5 GB) are not counted.
+
+The GPU that runs out first decides: ``memory_per_gpu`` is the largest stage's total.
 """
 
 from __future__ import annotations
 
-from willitscale.plan.result import MemoryBreakdown
-from willitscale.plan.scenario import Scenario
-from willitscale.plan.work import StepWork
+from dataclasses import dataclass
 
-__all__ = ["memory_breakdown", "default_convention"]
+import numpy as np
+
+__all__ = ["StageMemory", "default_convention", "stage_memory"]
 
 
 def default_convention(grad_reduce_dtype: str) -> str:
@@ -22,25 +34,50 @@ def default_convention(grad_reduce_dtype: str) -> str:
     return "handbook-18" if grad_reduce_dtype == "fp32" else "zero-16"
 
 
-def memory_breakdown(scenario: Scenario, work: StepWork) -> tuple[MemoryBreakdown, tuple[str, ...]]:
-    """Bytes per GPU by part, and what could not be computed (with the reason)."""
-    from willitscale.workload.memory import state_memory
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageMemory:
+    """Bytes per GPU of each stage column, arrays ``(plans, 3)``."""
 
-    convention = scenario.memory_convention or default_convention(scenario.ddp.grad_reduce_dtype)
-    state = state_memory(work.params, convention, zero_stage=scenario.plan.zero, dp=scenario.plan.dp)
-    unknowns: tuple[str, ...] = ()
+    weights: np.ndarray
+    gradients: np.ndarray
+    optimizer: np.ndarray  #: optimizer states and master weights
+    activations: np.ndarray  #: zeros when unknown (``known`` False)
+    buffers: np.ndarray
+    known: bool  #: activations could be computed (a model shape was given)
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.buffers
+
+
+def stage_memory(*, scenario, batch, convention: str, params_dense, params_expert, shard_dense,
+                 shard_expert, layers, emb, head, in_flight, layer_params) -> StageMemory:
+    """Memory per stage column for a batch of plans (see the module docstring)."""
+    from willitscale.plan.sharding import WEIGHT_BYTES, state_parts
+    from willitscale.plan.tensor import ACTIVATION_BYTES
+
+    zero = batch.zero[:, None]
+    weights, gradients, optimizer = state_parts(params_dense, params_expert, convention, zero,
+                                                shard_dense[:, None], shard_expert[:, None])
+    shape = np.shape(weights)
+    pp = batch.pp.astype(float)
+    tokens = batch.micro_batch * scenario.seq_len / batch.cp
+    hidden = scenario.model.hidden if scenario.model is not None else 0
+    message = tokens * hidden * ACTIVATION_BYTES / batch.tp
+    buffers = np.where((pp > 1)[:, None], 2.0 * message[:, None], 0.0) + np.zeros(shape)
+    buffers = buffers + np.where(zero == 3, 2.0 * layer_params * WEIGHT_BYTES, 0.0)
     if scenario.model is None:
-        activations = None
-        unknowns = ("activation memory: needs the model shape (layers, hidden size); "
-                    "memory_per_gpu_bytes counts the training state only (a lower bound)",)
-    else:
-        from willitscale.workload.activations import activation_memory
+        return StageMemory(weights=weights, gradients=gradients, optimizer=optimizer,
+                           activations=np.zeros(shape), buffers=buffers, known=False)
+    from willitscale.workload.activations import activation_memory
+    from willitscale.workload.flops import RECOMPUTE
 
-        activations = float(activation_memory(
-            scenario.model, scenario.seq_len, scenario.plan.micro_batch,
-            recompute=scenario.plan.recompute, dtype_bytes=2).total)
-    memory = MemoryBreakdown(
-        weights=float(state.weights), gradients=float(state.gradients),
-        optimizer=float(state.master) + float(state.optimizer), activations=activations,
-        capacity=scenario.cluster.gpu.memory, convention=str(state.convention))
-    return memory, unknowns
+    modes = np.asarray(RECOMPUTE, dtype=object)[batch.recompute]
+    act = activation_memory(scenario.model, scenario.seq_len / batch.cp, batch.micro_batch,
+                            recompute=modes, tp=batch.tp, sequence_parallel=batch.sequence_parallel,
+                            flash_attention=scenario.options.flash_attention, dtype_bytes=ACTIVATION_BYTES)
+    col = lambda x: np.broadcast_to(np.asarray(x, dtype=float), batch.dp.shape)[:, None]  # noqa: E731
+    kept = layers * col(act.per_layer) + emb * col(act.embedding) + head * col(act.head)
+    activations = in_flight * kept + col(act.recompute_transient)
+    return StageMemory(weights=weights, gradients=gradients, optimizer=optimizer,
+                       activations=activations, buffers=buffers, known=True)

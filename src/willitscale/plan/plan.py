@@ -2,10 +2,8 @@
 
 A :class:`Plan` carries every degree from the start (data, tensor, pipeline, context and expert
 parallelism, the ZeRO stage, micro-batch, gradient accumulation, recomputation, pipeline
-schedule) so that model parallelism extends it rather than replaces it. This version of the
-estimate evaluates data-parallel plans (``tp = pp = cp = ep = 1``, ``zero = 0``);
-:func:`require_data_parallel` turns anything else into a clear :class:`ConfigError` instead of a
-wrong number.
+schedule, sharding scope). Whether a model can be split that way is checked against the model
+and the cluster by :mod:`willitscale.plan.validate`.
 
 The batch arithmetic, for ``dp`` data-parallel replicas::
 
@@ -25,9 +23,10 @@ __all__ = [
     "RECOMPUTE",
     "PP_SCHEDULES",
     "ZERO_STAGES",
+    "SHARD_SCOPES",
     "Plan",
+    "BatchNotDivisible",
     "resolve_batch",
-    "require_data_parallel",
 ]
 
 #: activation recomputation: none, selective (attention core only, Korthikanti et al. 2022) or
@@ -36,6 +35,9 @@ RECOMPUTE = ("none", "selective", "full")
 #: pipeline schedules (model parallelism): GPipe, 1F1B (PipeDream-Flush), interleaved 1F1B.
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 ZERO_STAGES = (0, 1, 2, 3)
+#: what ZeRO shards over: the whole data-parallel group (FSDP FULL_SHARD, DeepSpeed ZeRO) or the
+#: data-parallel ranks of one node, replicated across nodes (FSDP HYBRID_SHARD)
+SHARD_SCOPES = ("dp", "node")
 
 _DEGREES = ("dp", "tp", "pp", "cp", "ep")
 
@@ -61,6 +63,7 @@ class Plan:
     pp_schedule: str = "1f1b"
     virtual_stages: int = 1  #: model chunks per pipeline stage (interleaved schedule)
     sequence_parallel: bool = False
+    shard_scope: str = "dp"  #: ZeRO shards over the whole data-parallel group, or within a node
 
     def __post_init__(self) -> None:
         for name in (*_DEGREES, "micro_batch", "grad_accum", "virtual_stages"):
@@ -74,6 +77,16 @@ class Plan:
         if self.virtual_stages > 1 and self.pp_schedule != "interleaved":
             raise ConfigError("virtual_stages", self.virtual_stages,
                               "1 unless pp_schedule = 'interleaved'")
+        if self.pp_schedule == "interleaved" and self.virtual_stages < 2:
+            raise ConfigError("virtual_stages", self.virtual_stages,
+                              ">= 2 with the interleaved schedule (model chunks per stage)")
+        if self.sequence_parallel and self.tp == 1:
+            raise ConfigError("sequence_parallel", True, "tp > 1 (it splits the tensor-parallel "
+                              "activations along the sequence)")
+        if self.shard_scope not in SHARD_SCOPES:
+            raise ConfigError("shard_scope", self.shard_scope, "dp (full shard) or node (hybrid)")
+        if self.shard_scope == "node" and self.zero == 0:
+            raise ConfigError("hybrid sharding (shard_scope = node) needs a ZeRO stage >= 1")
 
     @property
     def gpus(self) -> int:
@@ -84,6 +97,16 @@ class Plan:
     def global_batch(self) -> int:
         """Samples per optimizer step: ``micro_batch x grad_accum x dp``."""
         return self.micro_batch * self.grad_accum * self.dp
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches each pipeline runs per step (= ``grad_accum``)."""
+        return self.grad_accum
+
+    @property
+    def is_data_parallel(self) -> bool:
+        """Plain data parallelism: no tensor, pipeline, context or expert parallelism, no ZeRO."""
+        return self.tp == self.pp == self.cp == self.ep == 1 and self.zero == 0
 
     @property
     def model_parallel(self) -> int:
@@ -97,8 +120,9 @@ class Plan:
                 f"tp*pp*dp*cp = {self.tp}*{self.pp}*{self.dp}*{self.cp} = {self.gpus} "
                 f"but the cluster has {gpus} GPUs"
             )
-        if self.ep > 1 and (self.dp * self.cp) % self.ep:
-            raise ConfigError("ep", self.ep, f"a divisor of dp*cp = {self.dp * self.cp}")
+        if self.dp % self.ep:
+            raise ConfigError("ep", self.ep, f"a divisor of dp = {self.dp} (experts are sharded "
+                              "over data-parallel ranks)")
 
     def with_dp(self, dp: int) -> Plan:
         """The same plan with another data-parallel degree (a scaling sweep's step)."""
@@ -138,33 +162,15 @@ def resolve_batch(*, dp: int, micro_batch: int | None, global_batch: int | None,
     return micro, accum
 
 
+class BatchNotDivisible(ConfigError):
+    """The global batch cannot be split evenly over the data-parallel replicas and micro-batches."""
+
+
 def _divide(global_batch: int, divisor: int, what: str) -> int:
     if global_batch % divisor or global_batch < divisor:
-        raise ConfigError(
+        raise BatchNotDivisible(
             f"global_batch = {global_batch} is not a multiple of {what} = {divisor}: "
             f"each of the {divisor} slots must get a whole number of samples "
             f"(nearest valid: {max(divisor, global_batch // divisor * divisor)})"
         )
     return global_batch // divisor
-
-
-def require_data_parallel(plan: Plan) -> None:
-    """Raise a clear error for plan features this data-parallel estimate does not model yet."""
-    later = {
-        "tp": "tensor parallelism", "pp": "pipeline parallelism",
-        "cp": "context parallelism", "ep": "expert parallelism",
-    }
-    for name, what in later.items():
-        if getattr(plan, name) != 1:
-            raise ConfigError(
-                f"{name} = {getattr(plan, name)}: {what} comes with model parallelism "
-                f"(issue 4); this estimate covers data parallelism only (tp = pp = cp = ep = 1)"
-            )
-    if plan.zero != 0:
-        raise ConfigError(
-            f"zero = {plan.zero}: ZeRO/FSDP sharding comes with model parallelism (issue 4); "
-            "this estimate covers plain DDP (zero = 0)"
-        )
-    if plan.sequence_parallel:
-        raise ConfigError("sequence_parallel needs tensor parallelism, which comes with model "
-                          "parallelism (issue 4)")

@@ -8,7 +8,7 @@ never a made-up number.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from willitscale.report.timeline import Timeline
@@ -46,11 +46,14 @@ class MemoryBreakdown:
     activations: float | None
     capacity: float  #: the GPU's memory
     convention: str  #: the training-state convention used
+    buffers: float = 0.0  #: ZeRO-3 gathered layers, pipeline receive buffers
+    stage: str = ""  #: which pipeline stage these bytes are for (the one with the most)
 
     @property
     def total(self) -> float:
         """Known parts only (a lower bound when ``activations`` is None)."""
-        return self.weights + self.gradients + self.optimizer + (self.activations or 0.0)
+        return (self.weights + self.gradients + self.optimizer + (self.activations or 0.0)
+                + self.buffers)
 
     @property
     def fits(self) -> bool | None:
@@ -63,9 +66,9 @@ class MemoryBreakdown:
         return {
             "weights_bytes": self.weights, "gradients_bytes": self.gradients,
             "optimizer_bytes": self.optimizer, "activations_bytes": self.activations,
-            "total_bytes": self.total, "capacity_bytes": self.capacity,
-            "complete": self.activations is not None, "fits": self.fits,
-            "convention": self.convention,
+            "buffers_bytes": self.buffers, "total_bytes": self.total,
+            "capacity_bytes": self.capacity, "complete": self.activations is not None,
+            "fits": self.fits, "convention": self.convention, "stage": self.stage,
         }
 
 
@@ -84,12 +87,16 @@ class CommReport:
     links: tuple[str, ...]  #: the links the transfers cross, slowest last
     algorithm: str  #: what runs, e.g. "ring (NCCL)"
     why: str  #: why that algorithm / where the time goes
+    parallelism: str = "dp"  #: dp, tp, pp, cp, ep, zero (which parallelism issues it)
+    leaves_node: bool = False  #: its group spans nodes (traffic crosses the NICs)
+    placement: str = ""  #: where the group sits (nodes, GPUs per node, rail)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "op": self.op, "group": self.group, "ranks": self.ranks,
-                "size_bytes": self.bytes, "calls": self.calls, "time_s": self.time,
-                "exposed_s": self.exposed, "links": list(self.links),
-                "algorithm": self.algorithm, "why": self.why}
+        return {"name": self.name, "parallelism": self.parallelism, "op": self.op,
+                "group": self.group, "ranks": self.ranks, "size_bytes": self.bytes,
+                "calls": self.calls, "time_s": self.time, "exposed_s": self.exposed,
+                "links": list(self.links), "leaves_node": self.leaves_node,
+                "placement": self.placement, "algorithm": self.algorithm, "why": self.why}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,10 +140,35 @@ class StepEstimate:
     assumptions: tuple[tuple[str, str], ...]  #: (what, value and why)
     unknowns: tuple[str, ...]  #: what could not be computed from the inputs, and why
     timeline: Timeline
+    plan: dict = field(default_factory=dict)  #: the plan's degrees and schedule
+    pipeline: dict = field(default_factory=dict)  #: schedule, stages, micro-batches, bubble
+    placement: tuple = ()  #: one dict per group kind: ranks, nodes, GPUs per node, rail, link
+    warnings: tuple[str, ...] = ()  #: plan choices worth a second look (TP across nodes, ...)
 
     @property
     def memory_per_gpu(self) -> float:
         return self.memory.total
+
+    @property
+    def tflops_per_gpu(self) -> float:
+        """Model FLOP/s per GPU over the whole step, in TFLOP/s (what MFU counts)."""
+        return self.model_flops / self.step_time / 1e12
+
+    @property
+    def hardware_tflops_per_gpu(self) -> float:
+        """Executed FLOP/s per GPU incl. recomputation, in TFLOP/s: Megatron-LM's and BLOOM's
+        "achieved TFLOP/s" (what HFU counts)."""
+        return self.executed_flops / self.step_time / 1e12
+
+    def traffic(self) -> list[dict[str, Any]]:
+        """Per parallelism: group, op, bytes, link, time and exposed time per step."""
+        out = []
+        for c in self.comm_ops:
+            out.append({"parallelism": c.parallelism, "name": c.name, "op": c.op, "group": c.group,
+                        "ranks": c.ranks, "bytes_per_step": c.bytes, "calls": c.calls,
+                        "link": c.links[-1] if c.links else "", "leaves_node": c.leaves_node,
+                        "time_s": c.time, "exposed_s": c.exposed})
+        return out
 
     @property
     def scaling_verdict(self) -> bool:
@@ -174,4 +206,12 @@ class StepEstimate:
             "assumptions": [{"what": k, "value": v} for k, v in self.assumptions],
             "unknowns": list(self.unknowns),
             "timeline": self.timeline.to_json(),
+            "bubble_s": self.breakdown.bubble,
+            "tflops_per_gpu": self.tflops_per_gpu,
+            "hardware_tflops_per_gpu": self.hardware_tflops_per_gpu,
+            "plan": dict(self.plan),
+            "pipeline": dict(self.pipeline),
+            "traffic": self.traffic(),
+            "placement": [dict(p) for p in self.placement],
+            "warnings": list(self.warnings),
         }

@@ -2,10 +2,12 @@
 
 A :class:`Scenario` is everything :func:`willitscale.plan.estimate.estimate` needs, validated:
 either a transformer shape (``model``) or, for back-of-envelope use, only a parameter count
-(``params``), never both. The options the data-parallel step depends on live in small frozen
+(``params``), never both; :func:`willitscale.plan.validate.check_plan` rejects a plan the model
+cannot be split by, naming the field. The options the step depends on live in small frozen
 objects: :class:`DdpOptions` (buckets, overlap, gradient dtype), :class:`DataLoading` (the
-"step 0" of seeds/001) and :class:`Measured` (measurements that replace a modelled time:
-the single-GPU step time of seeds/003 and a measured all-reduce).
+"step 0" of seeds/001), :class:`Measured` (measurements that replace a modelled time:
+the single-GPU step time of seeds/003 and a measured all-reduce) and
+:class:`~willitscale.plan.options.ParallelOptions` (placement order, TP overlap, attention).
 
 Scenarios are built from CLI flags or TOML files by :mod:`willitscale.plan.settings`.
 """
@@ -19,6 +21,7 @@ from willitscale.errors import ConfigError
 from willitscale.hardware.model import Cluster
 from willitscale.plan.buckets import DEFAULT_BUCKET_CAP_BYTES, DEFAULT_FIRST_BUCKET_BYTES
 from willitscale.plan.efficiency import DEFAULT_OVERLAP_SLOWDOWN, Efficiency
+from willitscale.plan.options import ParallelOptions
 from willitscale.plan.plan import Plan
 from willitscale.workload.transformer import Transformer
 
@@ -107,6 +110,7 @@ class Scenario:
     measured: Measured = field(default_factory=Measured)
     calibration: Any = None  #: a willitscale.hardware.calibration.Calibration, when given
     network: Any = None  #: a willitscale.fabric.FlowNetwork (--network flow); None: the analytic model
+    options: ParallelOptions = field(default_factory=ParallelOptions)  #: placement, overlap, attention
     name: str = ""
     defaults_applied: tuple[str, ...] = ()  #: what the builder filled in, for the report
 
@@ -124,6 +128,9 @@ class Scenario:
                               f"<= {self.model.max_positions}, the learned position table of "
                               f"{self.model.name}")
         self.plan.check_cluster(self.cluster.gpus)
+        from willitscale.plan.validate import check_plan
+
+        check_plan(self)
 
     @property
     def has_shape(self) -> bool:

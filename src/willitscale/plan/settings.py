@@ -22,7 +22,8 @@ A scenario file (``examples/*.toml``)::
     dtype = "bf16"
     hfu = 0.5          # or mfu
 
-    [parallel]         # dp, tp, pp, cp, ep, zero, pp_schedule, virtual_stages
+    [parallel]         # dp, tp, pp, cp, ep, zero, fsdp, shard_scope, pp_schedule, virtual_stages,
+                       # sequence_parallel, rank_order, tp_comm_overlap, flash_attention
     [ddp]              # overlap, bucket_cap, first_bucket, grad_reduce_dtype, overlap_slowdown
     [data]             # sample_bytes, storage_bandwidth, overlapped
     [measured]         # step_time_one_gpu, allreduce_time, allreduce_size
@@ -117,6 +118,12 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "cp": ("parallel", _int), "ep": ("parallel", _int), "zero": ("parallel", _int),
     "pp_schedule": ("parallel", _str), "virtual_stages": ("parallel", _int),
     "sequence_parallel": ("parallel", _bool),
+    "fsdp": ("parallel", _str),  # full | hybrid: ZeRO-3 over the whole dp group or within nodes
+    "shard_scope": ("parallel", _str),  # dp | node (ZeRO stages 1-3)
+    "rank_order": ("parallel", _str),  # tp-cp-ep-dp-pp, innermost first
+    "tp_comm_overlap": ("parallel", _bool),
+    "flash_attention": ("parallel", _bool),
+    "allow_tp_across_nodes": ("parallel", _bool),
     # ddp
     "overlap": ("ddp", _bool),
     "bucket_cap": ("ddp", parse_size),

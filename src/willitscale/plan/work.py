@@ -17,7 +17,7 @@ import numpy as np
 from willitscale.plan.gradients import GradientLayout, gradient_layout
 from willitscale.plan.scenario import Scenario
 
-__all__ = ["StepWork", "step_work"]
+__all__ = ["StepWork", "step_work", "work_notes"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,6 +41,21 @@ class StepWork:
     def executed_flops(self) -> float:
         """Per optimizer step, recomputation included (HFU's numerator)."""
         return self.model_flops + self.recompute_flops * self.micro_steps
+
+
+def work_notes(scenario: Scenario) -> tuple[str, ...]:
+    """How the FLOPs were counted, for the assumptions of a report."""
+    plan = scenario.plan
+    if scenario.model is None:
+        notes = ("FLOPs from the parameter count: 2P forward, 4P backward per token "
+                 "(6PD, Kaplan et al. 2020)"
+                 + ("; full recomputation adds 2P (8PD)" if plan.recompute == "full" else ""),)
+        if plan.recompute == "selective":
+            notes += ("selective recomputation reruns the attention core, whose FLOPs need the "
+                      "model shape: counted as 0 in --params mode",)
+        return notes
+    return (f"FLOPs counted matmul by matmul for {scenario.model.name} at {scenario.seq_len} tokens "
+            "(attention scores counted in full, as Megatron-LM and PaLM do)",)
 
 
 def step_work(scenario: Scenario) -> StepWork:

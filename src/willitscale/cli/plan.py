@@ -1,0 +1,160 @@
+"""``willitscale plan``: search the parallel plans that fit, rank them, explain the best.
+
+The model, cluster and training flags are those of ``estimate`` (without the plan's own:
+degrees, ZeRO, schedule, micro-batch, recomputation), plus ``--gpus`` and the search space.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from willitscale.cli.scenario_flags import add_scenario_flags, settings_from_args
+
+#: settings the planner searches rather than takes
+SEARCHED = ("dp", "tp", "pp", "cp", "ep", "zero", "fsdp", "shard_scope", "recompute", "pp_schedule",
+            "virtual_stages", "sequence_parallel", "micro_batch", "grad_accum")
+
+HELP = "search parallel plans (dp/tp/pp/cp/ep, ZeRO, micro-batch, recompute, schedule), rank them"
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "plan", help=HELP,
+        description=HELP + ". Example: willitscale plan --model gpt3-175b --gpu a100-80gb "
+        "--gpus 1024 --gpus-per-node 8 --inter-node 8x200Gbps --global-batch 1536 --seq-len 2048")
+    add_scenario_flags(p, plan_flags=False, nodes_help="number of nodes (or give --gpus)")
+    s = p.add_argument_group("search")
+    s.add_argument("--gpus", type=int, help="GPUs to plan for (nodes = gpus / gpus-per-node)")
+    for name, what in (("tp", "tensor-parallel degrees"), ("pp", "pipeline stages"),
+                       ("cp", "context-parallel degrees"), ("ep", "expert-parallel degrees"),
+                       ("zero", "ZeRO stages"), ("recompute", "recomputation modes"),
+                       ("schedules", "pipeline schedules"), ("virtual-stages", "interleaving depths")):
+        s.add_argument(f"--{name}", help=f"{what} to try, comma-separated (default: all that apply)")
+    s.add_argument("--max-micro-batch", type=int, default=16, help="largest micro-batch (default 16)")
+    s.add_argument("--memory-fraction", type=float, default=0.9,
+                   help="share of HBM a plan may use (default 0.9: room for CUDA context, NCCL "
+                        "buffers and fragmentation, which are not modelled)")
+    s.add_argument("--allow-tp-across-nodes", action="store_true",
+                   help="consider tp wider than a node (rejected by default)")
+    s.add_argument("--no-hybrid", action="store_true", help="skip FSDP hybrid sharding")
+    s.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
+    s.add_argument("--explain", type=int, default=3, help="top plans to explain (default 3)")
+    p.add_argument("--json", action="store_true", help="the result as JSON")
+    p.add_argument("--progress", action="store_true", help="show progress even when not a terminal")
+    p.set_defaults(run=run)
+
+
+def _ints(text, field):
+    from willitscale.errors import ConfigError
+
+    if text is None:
+        return None
+    try:
+        values = tuple(int(x) for x in str(text).split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"--{field}", text, "comma-separated integers, e.g. 1,2,4,8") from None
+    if not values or min(values) < 0:
+        raise ConfigError(f"--{field}", text, "comma-separated integers >= 0")
+    return values
+
+
+def _words(text, field, allowed):
+    from willitscale.errors import ConfigError
+
+    if text is None:
+        return None
+    values = tuple(x.strip() for x in str(text).split(",") if x.strip())
+    bad = [v for v in values if v not in allowed]
+    if bad or not values:
+        raise ConfigError(f"--{field}", text, "comma-separated, from " + ", ".join(allowed))
+    return values
+
+
+def space_from_args(args):
+    from willitscale.plan.plan import PP_SCHEDULES, RECOMPUTE
+    from willitscale.plan.search import SearchSpace
+
+    given = {
+        "tp": _ints(args.tp, "tp"), "pp": _ints(args.pp, "pp"), "cp": _ints(args.cp, "cp"),
+        "ep": _ints(args.ep, "ep"), "zero": _ints(args.zero, "zero"),
+        "recompute": _words(args.recompute, "recompute", RECOMPUTE),
+        "schedules": _words(args.schedules, "schedules", PP_SCHEDULES),
+        "virtual_stages": _ints(getattr(args, "virtual_stages"), "virtual-stages"),
+    }
+    return SearchSpace(**{k: v for k, v in given.items() if v is not None},
+                       max_micro_batch=args.max_micro_batch, memory_fraction=args.memory_fraction,
+                       allow_tp_across_nodes=args.allow_tp_across_nodes, hybrid=not args.no_hybrid)
+
+
+def scenario_for(settings: dict, gpus: int | None):
+    """The model and cluster to plan on: ``gpus`` GPUs, as whole nodes."""
+    from willitscale.errors import ConfigError
+    from willitscale.hardware import build_cluster
+    from willitscale.plan.build import build_scenario
+
+    base = {k: v for k, v in settings.items() if k not in ("global_batch", "micro_batch", "grad_accum")}
+    if gpus is not None:
+        probe = build_cluster(preset=base.get("preset"), gpu=base.get("gpu"), nodes=1,
+                              gpus_per_node=base.get("gpus_per_node"), intra_node=base.get("intra_node"),
+                              inter_node=base.get("inter_node"))
+        g = probe.node.gpus_per_node
+        if gpus < 1 or gpus % g:
+            raise ConfigError("--gpus", gpus, f"a multiple of the {g} GPUs per node")
+        if base.get("nodes") not in (None, gpus // g):
+            raise ConfigError(f"--gpus {gpus} and --nodes {base['nodes']} disagree "
+                              f"({g} GPUs per node)")
+        base["nodes"] = gpus // g
+    return build_scenario({**base, "micro_batch": 1})
+
+
+def run(args: argparse.Namespace) -> int:
+    from willitscale.cli.plan_output import plan_json, print_plans
+    from willitscale.cli.output import print_json
+    from willitscale.errors import ConfigError
+    from willitscale.plan.search import search
+
+    settings = settings_from_args(args, skip=SEARCHED)
+    if settings.get("global_batch") is None:
+        raise ConfigError("--global-batch is required: the planner splits it over dp and micro-batches")
+    scenario = scenario_for(settings, args.gpus)
+    space = space_from_args(args)
+    gpus = scenario.cluster.gpus
+    with _progress(args) as progress:
+        result = search(scenario, gpus=gpus, global_batch=settings["global_batch"], space=space,
+                        progress=progress)
+    if result.interrupted:
+        print("interrupted: showing the plans evaluated so far", file=sys.stderr)
+    if args.json:
+        print_json(plan_json(result, scenario, top=args.top, explain=args.explain))
+    else:
+        print_plans(result, scenario, top=args.top, explain=args.explain)
+    return 0 if len(result.ranked) else 1
+
+
+class _progress:
+    """A rich progress bar on stderr (terminals, or --progress), else nothing."""
+
+    def __init__(self, args):
+        self.show = args.progress or sys.stderr.isatty()
+        self.bar = None
+
+    def __enter__(self):
+        if not self.show:
+            return None
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self.bar = Progress(console=Console(file=sys.stderr), transient=True)
+        self.bar.start()
+        task = self.bar.add_task("timing the plans that fit", total=None)
+
+        def update(done: int, total: int) -> None:
+            self.bar.update(task, completed=done, total=total)
+
+        return update
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+        return False

@@ -1,0 +1,153 @@
+"""Reports of a model-parallel step: one :class:`CommReport` per kind of communication, the
+placement of each group, the pipeline summary, warnings and assumptions.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from willitscale.plan.result import CommReport
+
+__all__ = ["model_parallel_parts", "placement_rows", "unknowns_of"]
+
+_KIND_GROUP = {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "ppgather": "tp", "dp": "dp",
+               "zero3": "shard",
+               "zero_ag": "shard", "emb": "pp"}
+_GROUP_NAME = {"tp": "tensor parallel", "cp": "context parallel", "ep": "expert parallel",
+               "pp": "pipeline", "dp": "data parallel (gradients: cp x dp)",
+               "edp": "expert data parallel", "shard": "ZeRO shard group"}
+
+
+def unknowns_of(scenario) -> tuple[str, ...]:
+    if scenario.model is None:
+        return ("activation memory: needs the model shape (layers, hidden size); "
+                "memory_per_gpu_bytes counts the training state only (a lower bound)",)
+    return ()
+
+
+def _where(scenario, ctx, place, i: int = 0) -> dict:
+    size, per, nodes = (float(np.asarray(x)[i]) for x in
+                        (place.size, place.members_per_node, place.nodes))
+    share = float(np.asarray(place.node_share)[i])
+    leaves = nodes > 1
+    links = ctx.links
+    if not leaves:
+        text = f"{size:.0f} GPUs in one node ({links.intra_name})" if size > 1 else "one GPU"
+        link = links.intra_name if size > 1 else ""
+    else:
+        rail = ("same local GPU on every node: stays on its rail" if bool(np.asarray(place.rail_aligned)[i])
+                else "crosses rails")
+        text = (f"{nodes:.0f} nodes x {per:.0f} GPU(s); {share * links.gpus_per_node:g}/"
+                f"{links.gpus_per_node} of each node's NICs ({rail})")
+        link = links.inter_name
+    return {"size": size, "nodes": nodes, "gpus_per_node": per, "leaves_node": leaves,
+            "node_share": share if leaves else 0.0, "where": text, "link": link}
+
+
+def placement_rows(scenario, ctx, result) -> list[dict]:
+    """Where each kind of group sits, for the report ("which groups leave the node")."""
+    from willitscale.plan.placement import group_placement
+
+    plan = scenario.plan
+    places = result.detail.get("places")
+    deg = {"tp": np.array([plan.tp]), "cp": np.array([plan.cp]), "ep": np.array([plan.ep]),
+           "dp": np.array([plan.dp]), "pp": np.array([plan.pp])}
+    rows = []
+    for kind in ("tp", "cp", "ep", "dp", "pp"):
+        place = places[kind] if places else group_placement(
+            kind, deg, ctx.links.gpus_per_node, scenario.options.rank_order)
+        row = {"parallelism": kind, "group": _GROUP_NAME[kind], **_where(scenario, ctx, place)}
+        if row["size"] > 1:
+            rows.append(row)
+    return rows
+
+
+def _links(row: dict, ctx) -> tuple[str, ...]:
+    if not row["leaves_node"]:
+        return (ctx.links.intra_name,) if row["size"] > 1 else ()
+    return ((ctx.links.intra_name,) if row["gpus_per_node"] > 1 else ()) + (ctx.links.inter_name,)
+
+
+_NAMES = {
+    "tp": ("TP activation all-reduces", "all_reduce"),
+    "cp": ("CP ring attention: K/V blocks", "send_recv"),
+    "ep": ("EP token all-to-alls", "all_to_all"),
+    "pp": ("PP activation/gradient sends", "send_recv"),
+    "ppgather": ("PP all-gather of the scattered sends (over TP)", "all_gather"),
+    "zero3": ("ZeRO-3 weight all-gathers + gradient reduce-scatters", "all_gather"),
+    "dp": ("DP gradient all-reduce", "all_reduce"),
+    "zero_ag": ("ZeRO weight all-gather after the optimizer", "all_gather"),
+    "emb": ("tied embedding gradient all-reduce (first <-> last stage)", "all_reduce"),
+}
+
+
+def _why(kind: str, scenario) -> str:
+    plan = scenario.plan
+    if kind == "tp":
+        extra = " +2 with full recomputation" if plan.recompute == "full" else ""
+        how = "as reduce-scatter + all-gather (sequence parallel)" if plan.sequence_parallel else ""
+        return (f"2 per layer forward, 2 backward{extra}, of b x s/cp x h activations {how}; "
+                + ("overlapped with the GEMMs" if scenario.options.tp_comm_overlap else
+                   "on the critical path"))
+    return {
+        "cp": "cp-1 K/V block sends per layer forward, twice in backward; hidden behind attention",
+        "ep": "dispatch + combine per MoE layer, forward and backward; on the critical path",
+        "pp": "one send per stage boundary and micro-batch, each way; 1/tp per GPU "
+              "(scatter/gather), on the critical path",
+        "ppgather": "the receiving stage's TP ranks reassemble the 1/tp pieces (Megatron's "
+                    "scatter/gather; not needed with sequence parallelism)",
+        "zero3": "every micro-batch: weights gathered for forward and backward, gradients "
+                 "reduce-scattered; prefetched layer by layer",
+        "dp": "buckets during the last micro-batch's backward; the tail after it is exposed",
+        "zero_ag": "updated bf16 weights gathered, prefetched under the next forward",
+        "emb": "the LM head's copy of the token embedding on the last stage, kept in step",
+    }[kind]
+
+
+def _comm_ops(scenario, ctx, result, rows) -> tuple[CommReport, ...]:
+    by_kind = {r["parallelism"]: r for r in rows}
+    places = result.detail["places"]
+    ops = []
+    for kind, per in result.traffic.items():
+        time = float(np.asarray(per["time"])[0])
+        if time <= 0:
+            continue
+        name, op = _NAMES[kind]
+        group = _KIND_GROUP[kind]
+        row = by_kind.get(group) or {"parallelism": group, "group": _GROUP_NAME.get(group, group),
+                                     **_where(scenario, ctx, places[group])}
+        if kind == "emb":
+            row = {**row, "size": 2.0}
+        if kind == "dp" and scenario.plan.zero in (1, 2):
+            name, op = "ZeRO gradient reduce-scatter", "reduce_scatter"
+        if kind == "tp" and scenario.plan.sequence_parallel:
+            op = "reduce_scatter+all_gather"
+        ops.append(CommReport(
+            name=name, op=op, parallelism="zero" if kind in ("zero3", "zero_ag") else
+            ("pp" if kind in ("emb", "ppgather") else kind),
+            group=f"{row['group']}: {row['where']}", ranks=int(row["size"]),
+            bytes=float(np.asarray(per["bytes"])[0]),
+            calls=int(round(float(np.asarray(per["calls"])[0]))), time=time,
+            exposed=float(np.asarray(per["exposed"])[0]), links=_links(row, ctx),
+            algorithm="NCCL's choice (ring / double binary tree)" if op == "all_reduce" else
+            ("direct (peer to peer)" if op in ("send_recv", "all_to_all") else "ring"),
+            why=_why(kind, scenario), leaves_node=bool(row["leaves_node"]), placement=row["where"]))
+    return tuple(ops)
+
+
+def model_parallel_parts(scenario, ctx, result, breakdown) -> SimpleNamespace:
+    from willitscale.plan.mpbottleneck import model_parallel_bottleneck
+    from willitscale.plan.mptimeline import pipeline_timeline
+    from willitscale.plan.mpassumptions import mp_assumptions, mp_warnings, pipeline_summary
+
+    rows = placement_rows(scenario, ctx, result)
+    ops = _comm_ops(scenario, ctx, result, rows)
+    return SimpleNamespace(
+        comm_ops=ops, bottleneck=model_parallel_bottleneck(scenario, ctx, result, breakdown, ops),
+        timeline=pipeline_timeline(scenario, result, breakdown),
+        assumptions=mp_assumptions(scenario, ctx), unknowns=unknowns_of(scenario),
+        placement=tuple(rows), warnings=mp_warnings(scenario, ctx, rows),
+        pipeline=pipeline_summary(scenario, result, breakdown))
+

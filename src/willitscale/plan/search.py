@@ -1,0 +1,217 @@
+"""The planner: enumerate parallel plans, reject the impossible by reason, rank the rest.
+
+For a model, a cluster of ``N`` GPUs and a global batch ``B``, every combination of
+
+* ``tp``, ``pp``, ``cp`` among the divisors of ``N`` (``dp = N / (tp pp cp)``), ``ep`` among
+  the divisors of the expert count that divide ``dp``;
+* ZeRO stage 0-3 (and FSDP hybrid sharding for stage 3), micro-batch (divisors of ``B / dp`` up
+  to :attr:`SearchSpace.max_micro_batch`), recomputation none / selective / full;
+* pipeline schedule GPipe, 1F1B or interleaved 1F1B with ``v`` virtual stages, sequence
+  parallelism on or off when ``tp > 1``
+
+is a candidate. Candidates are built and evaluated as numpy arrays
+(:class:`~willitscale.plan.batch.PlanBatch`): the structural reasons of
+:mod:`willitscale.plan.validate` first, then memory (the engine's memory part only), then the
+full step-time model for the plans that fit, in chunks. Memory must stay under
+``memory_fraction`` of the GPU's HBM (default 0.9: the model does not count the CUDA context,
+NCCL buffers and allocator fragmentation). Plans are ranked by predicted throughput (the
+global batch is fixed, so by step time).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from willitscale.errors import ConfigError
+from willitscale.plan.batch import PlanBatch
+from willitscale.plan.validate import CODE, REASONS
+
+__all__ = ["SearchSpace", "SearchResult", "candidate_plans", "search", "search_plans"]
+
+MAX_TP = 64
+MAX_CP = 16
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchSpace:
+    """Which values each plan field may take (None: the defaults in the module docstring)."""
+
+    tp: tuple[int, ...] | None = None
+    pp: tuple[int, ...] | None = None
+    cp: tuple[int, ...] | None = None
+    ep: tuple[int, ...] | None = None
+    zero: tuple[int, ...] = (0, 1, 2, 3)
+    hybrid: bool = True  #: also FSDP hybrid sharding for ZeRO-3
+    recompute: tuple[str, ...] = ("none", "selective", "full")
+    schedules: tuple[str, ...] = ("gpipe", "1f1b", "interleaved")
+    virtual_stages: tuple[int, ...] = (2, 4)
+    sequence_parallel: tuple[bool, ...] = (False, True)
+    max_micro_batch: int = 16
+    memory_fraction: float = 0.9
+    allow_tp_across_nodes: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 < self.memory_fraction <= 1:
+            raise ConfigError("memory_fraction", self.memory_fraction, "a fraction in (0, 1]")
+        if self.max_micro_batch < 1:
+            raise ConfigError("max_micro_batch", self.max_micro_batch, "an integer >= 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchResult:
+    """Every candidate with its fate; the feasible ones ranked (index into ``batch``)."""
+
+    batch: PlanBatch  #: all candidates
+    reason: np.ndarray  #: code per candidate (0 = feasible), see validate.REASONS
+    memory: np.ndarray  #: bytes per GPU (NaN where not computed: structurally invalid)
+    step_time: np.ndarray  #: seconds (NaN where not feasible)
+    tflops: np.ndarray  #: model TFLOP/s per GPU
+    hardware_tflops: np.ndarray
+    bubble: np.ndarray
+    exposed: np.ndarray
+    ranked: np.ndarray  #: indices of feasible candidates, fastest first
+    capacity: float
+    seconds: float  #: wall time of the search
+    interrupted: bool = False
+    global_batch: int = 0
+    seq_len: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def evaluated(self) -> int:
+        return len(self.batch)
+
+    def rejected(self) -> dict[str, int]:
+        counts = np.bincount(self.reason, minlength=len(REASONS))
+        return {REASONS[i][0]: int(c) for i, c in enumerate(counts) if i and c}
+
+    @property
+    def plans_per_second(self) -> float:
+        return self.evaluated / self.seconds if self.seconds > 0 else float("inf")
+
+
+def _grid(*arrays):
+    mesh = np.meshgrid(*arrays, indexing="ij")
+    return [m.reshape(-1) for m in mesh]
+
+
+def _expand(rows: dict, values, name: str) -> dict:
+    """Cartesian product of ``rows`` (dict of equal-length arrays) with one more field."""
+    values = np.asarray(values)
+    n = len(next(iter(rows.values())))
+    out = {k: np.repeat(v, len(values)) for k, v in rows.items()}
+    out[name] = np.tile(values, n)
+    return out
+
+
+def _keep(rows: dict, mask) -> dict:
+    return {k: v[mask] for k, v in rows.items()}
+
+
+def candidate_plans(*, gpus: int, global_batch: int, layers: int, experts: int,
+                    space: SearchSpace) -> tuple[PlanBatch, np.ndarray]:
+    """Every candidate plan and a mask of those whose batch does not split over ``dp``."""
+    div = np.array(divisors(gpus))
+    tp = np.array(space.tp) if space.tp else div[div <= MAX_TP]
+    pp = np.array(space.pp) if space.pp else div[div <= layers]
+    cp = np.array(space.cp) if space.cp else div[div <= MAX_CP]
+    ep = np.array(space.ep) if space.ep else (np.array(divisors(experts)) if experts else np.array([1]))
+    t, p, c, e = _grid(tp, pp, cp, ep)
+    model = t * p * c
+    ok = (gpus % model == 0)
+    t, p, c, e = t[ok], p[ok], c[ok], e[ok]
+    d = gpus // (t * p * c)
+    ok = d % e == 0
+    rows = {"tp": t[ok], "pp": p[ok], "cp": c[ok], "ep": e[ok], "dp": d[ok]}
+    sched = {"gpipe": [(0, 1)], "1f1b": [(1, 1)], "interleaved": [(2, v) for v in space.virtual_stages]}
+    options = np.array([o for s in space.schedules for o in sched[s]])
+    rows = _expand(rows, np.arange(len(options)), "option")
+    # one stage has no schedule: keep one copy, as 1F1B with one chunk
+    rows = _keep(rows, (rows["pp"] > 1) | (rows["option"] == 0))
+    rows["schedule"], rows["virtual_stages"] = options[rows["option"], 0], options[rows["option"], 1]
+    single = rows["pp"] == 1
+    rows["schedule"], rows["virtual_stages"] = np.where(single, 1, rows["schedule"]), np.where(
+        single, 1, rows["virtual_stages"])
+    del rows["option"]
+    rows = _expand(rows, np.array(space.sequence_parallel, dtype=bool), "sequence_parallel")
+    rows = _keep(rows, ~rows["sequence_parallel"] | (rows["tp"] > 1))
+    rows = _expand(rows, np.arange(1, space.max_micro_batch + 1), "micro_batch")
+    per_replica = global_batch // rows["dp"]
+    bad = global_batch % rows["dp"] != 0
+    rows = _keep(rows, np.where(bad, rows["micro_batch"] == 1, per_replica % rows["micro_batch"] == 0))
+    rows["grad_accum"] = np.maximum(global_batch // (rows["dp"] * rows["micro_batch"]), 1)
+    zero = [(z, False) for z in space.zero] + ([(3, True)] if space.hybrid and 3 in space.zero else [])
+    zopts = np.array(zero, dtype=np.int64)
+    rows = _expand(rows, np.arange(len(zopts)), "zopt")
+    rows["zero"], rows["shard_node"] = zopts[rows["zopt"], 0], zopts[rows["zopt"], 1].astype(bool)
+    del rows["zopt"]
+    from willitscale.plan.plan import RECOMPUTE
+
+    rows = _expand(rows, np.array([RECOMPUTE.index(r) for r in space.recompute]), "recompute")
+    batch = PlanBatch.from_arrays(**rows)
+    return batch, global_batch % batch.dp != 0
+
+
+def search(scenario, *, gpus: int, global_batch: int, space: SearchSpace = SearchSpace(),
+           chunk: int = 50_000, progress: Callable[[int, int], None] | None = None) -> SearchResult:
+    """Search the plans of ``space`` for ``scenario``'s model and cluster (its plan is ignored)."""
+    from willitscale.plan.engine import make_context
+    from willitscale.plan.evaluation import run
+    from willitscale.plan.validate import structural_reasons
+
+    start = time.perf_counter()
+    if gpus != scenario.cluster.gpus:
+        raise ConfigError(f"--gpus {gpus} but the cluster has {scenario.cluster.gpus} GPUs")
+    ctx = make_context(scenario)
+    terms = ctx.terms
+    batch, bad_batch = candidate_plans(gpus=gpus, global_batch=global_batch, layers=terms.layers,
+                                       experts=terms.experts, space=space)
+    reason = structural_reasons(batch.degrees(), terms, scenario.model,
+                                gpus_per_node=ctx.links.gpus_per_node, seq_len=scenario.seq_len,
+                                allow_tp_across_nodes=space.allow_tp_across_nodes)
+    reason = np.where((reason == 0) & bad_batch, CODE["batch_not_divisible"], reason)
+    n = len(batch)
+    memory = np.full(n, np.nan)
+    valid = np.nonzero(reason == 0)[0]
+    for lo in range(0, valid.size, chunk * 4):
+        idx = valid[lo:lo + chunk * 4]
+        res = run(ctx, batch.take(idx), memory_only=True)
+        memory[idx] = res.memory_per_gpu
+    capacity = scenario.cluster.gpu.memory
+    oom = (reason == 0) & (memory > space.memory_fraction * capacity)
+    reason = np.where(oom, CODE["out_of_memory"], reason)
+    feasible = np.nonzero(reason == 0)[0]
+    out = {k: np.full(n, np.nan) for k in ("step", "tflops", "hw", "bubble", "exposed")}
+    interrupted, done = False, 0
+    try:
+        for lo in range(0, feasible.size, chunk):
+            idx = feasible[lo:lo + chunk]
+            res = run(ctx, batch.take(idx))
+            out["step"][idx], out["tflops"][idx] = res.step_time, res.tflops_per_gpu
+            out["hw"][idx], out["bubble"][idx] = res.hardware_tflops_per_gpu, res.bubble
+            out["exposed"][idx] = res.exposed_comms
+            done = lo + idx.size
+            if progress is not None:
+                progress(done, feasible.size)
+    except KeyboardInterrupt:
+        interrupted = True
+    timed = feasible[:done]
+    ranked = timed[np.lexsort((memory[timed], out["step"][timed]))]
+    return SearchResult(batch=batch, reason=reason, memory=memory, step_time=out["step"],
+                        tflops=out["tflops"], hardware_tflops=out["hw"], bubble=out["bubble"],
+                        exposed=out["exposed"], ranked=ranked, capacity=capacity,
+                        seconds=time.perf_counter() - start, interrupted=interrupted,
+                        global_batch=global_batch, seq_len=scenario.seq_len,
+                        extra={"memory_fraction": space.memory_fraction})
+
+
+#: the public name of :func:`search`
+search_plans = search
