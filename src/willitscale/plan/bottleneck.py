@@ -115,6 +115,15 @@ def _least_row(result, ok):
     return None if rows.size == 0 else int(rows[0])
 
 
+def _runnable(scenario, ctx, batch):
+    """Plans of ``batch`` the model can run (an interleaved pipeline needs the micro-batches to
+    be a multiple of its stages, ...): :func:`~.validate.structural_reasons` is 0."""
+    from willitscale.plan.validate import structural_reasons
+
+    return structural_reasons(batch.degrees(), ctx.terms, scenario.model,
+                              gpus_per_node=ctx.links.gpus_per_node, seq_len=scenario.seq_len) == 0
+
+
 def _batch_fixes(scenario, ctx, base) -> list[str]:
     """More gradient accumulation; a larger micro-batch (one batched engine run each)."""
     from willitscale.plan.batch import PlanBatch
@@ -124,8 +133,10 @@ def _batch_fixes(scenario, ctx, base) -> list[str]:
     plan, limit, out = scenario.plan, EXPOSED_SHARE_LIMIT, []
     accum = np.arange(plan.grad_accum + 1, MAX_GRAD_ACCUM + 1)
     if accum.size:
-        r = run(ctx, PlanBatch.from_plans([replace(plan, grad_accum=int(a)) for a in accum]))
-        i = _least_row(r, exposed_share(r.exposed_comms, r.step_time) <= limit)
+        batch = PlanBatch.from_plans([replace(plan, grad_accum=int(a)) for a in accum])
+        r = run(ctx, batch)
+        i = _least_row(r, (exposed_share(r.exposed_comms, r.step_time) <= limit)
+                       & _runnable(scenario, ctx, batch))
         if i is not None:
             a = int(accum[i])
             out.append(f"--grad-accum {a} (global batch {plan.micro_batch * a * plan.dp}): the "
@@ -133,10 +144,11 @@ def _batch_fixes(scenario, ctx, base) -> list[str]:
                        f"{a} micro-steps dilute the exposed part to "
                        f"{_pct(float(r.exposed_comms[i] / r.step_time[i]))} of the step")
     factors = np.arange(2, MAX_MICRO_BATCH_FACTOR + 1)
-    r = run(ctx, PlanBatch.from_plans([replace(plan, micro_batch=plan.micro_batch * int(k))
-                                       for k in factors]))
+    batch = PlanBatch.from_plans([replace(plan, micro_batch=plan.micro_batch * int(k))
+                                  for k in factors])
+    r = run(ctx, batch)
     share = exposed_share(r.exposed_comms, r.step_time)
-    i = _least_row(r, share <= limit)
+    i = _least_row(r, (share <= limit) & _runnable(scenario, ctx, batch))
     if i is not None:
         k = int(factors[i])
         need = float(r.memory_per_gpu[i])
@@ -159,7 +171,7 @@ def _bf16_fix(scenario, base) -> list[str]:
 
     half = replace(scenario, ddp=replace(scenario.ddp, grad_reduce_dtype="bf16"))
     at = outcome(make_context(half), PlanBatch.from_plans([half.plan]))
-    if at.share >= base.share * (1 - 1e-6):
+    if at.share > 0.9 * base.share:  # not worth a line unless it cuts a tenth
         return []
     enough = "" if at.share <= EXPOSED_SHARE_LIMIT else " (not enough alone)"
     return [f"reduce gradients in bf16 (--grad-reduce-dtype bf16, or a bf16 compression hook): "
