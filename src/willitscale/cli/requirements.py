@@ -74,7 +74,8 @@ def requirement_row(scenario, *, max_exposed_share: float) -> dict:
         if cluster.nodes > 1 else None,
         "exposed_share_now": req.share_now,
         "exposed_share_at_required": req.share_at,
-        "enough": req.needed is not None and req.factor <= 1.0,
+        "enough": (req.needed is not None and req.factor <= 1.0) or (
+            req.level is None and req.share_now <= max_exposed_share),
         "limited_by": req.limited_by,
         "bottleneck": est.bottleneck.resource,
     }
