@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from willitscale.cli.plot_flag import add_plot_flag
 from willitscale.cli.scenario_flags import add_scenario_flags, settings_from_args
 
 #: settings the planner searches rather than takes
@@ -42,6 +43,7 @@ def register(subparsers) -> None:
     s.add_argument("--explain", type=int, default=3, help="top plans to explain (default 3)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
     p.add_argument("--progress", action="store_true", help="show progress even when not a terminal")
+    add_plot_flag(p)
     p.set_defaults(run=run)
 
 
@@ -87,11 +89,10 @@ def space_from_args(args):
                        allow_tp_across_nodes=args.allow_tp_across_nodes, hybrid=not args.no_hybrid)
 
 
-def scenario_for(settings: dict, gpus: int | None):
-    """The model and cluster to plan on: ``gpus`` GPUs, as whole nodes."""
+def planning_settings(settings: dict, gpus: int | None) -> dict:
+    """``settings`` without the batch split, on ``gpus`` GPUs as whole nodes (when given)."""
     from willitscale.errors import ConfigError
     from willitscale.hardware import build_cluster
-    from willitscale.plan.build import build_scenario
 
     base = {k: v for k, v in settings.items() if k not in ("global_batch", "micro_batch", "grad_accum")}
     if gpus is not None:
@@ -105,7 +106,14 @@ def scenario_for(settings: dict, gpus: int | None):
             raise ConfigError(f"--gpus {gpus} and --nodes {base['nodes']} disagree "
                               f"({g} GPUs per node)")
         base["nodes"] = gpus // g
-    return build_scenario({**base, "micro_batch": 1})
+    return base
+
+
+def scenario_for(settings: dict, gpus: int | None):
+    """The model and cluster to plan on: ``gpus`` GPUs, as whole nodes."""
+    from willitscale.plan.build import build_scenario
+
+    return build_scenario({**planning_settings(settings, gpus), "micro_batch": 1})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, skip=SEARCHED)
     if settings.get("global_batch") is None:
         raise ConfigError("--global-batch is required: the planner splits it over dp and micro-batches")
+    base = planning_settings(settings, args.gpus)
     scenario = scenario_for(settings, args.gpus)
     space = space_from_args(args)
     gpus = scenario.cluster.gpus
@@ -129,6 +138,12 @@ def run(args: argparse.Namespace) -> int:
         print_json(plan_json(result, scenario, top=args.top, explain=args.explain))
     else:
         print_plans(result, scenario, top=args.top, explain=args.explain)
+    if args.plot and len(result.ranked):
+        from willitscale.cli.plot_flag import plan_plots
+        from willitscale.report.plans import plan_records
+
+        plan_plots(args.plot, plan_records({**base, "nodes": scenario.cluster.nodes}, result,
+                                           top=args.top), top=args.top)
     return 0 if len(result.ranked) else 1
 
 

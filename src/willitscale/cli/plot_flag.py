@@ -137,12 +137,15 @@ def plan_plots(directory: str, plans, *, top: int = 10) -> list:
                          fits=[p.get("fits") for p in best])]
         mems = [p["memory"] for p in best if p.get("memory")]
         if len(mems) == len(best):
+            parts = {"weights": [m["weights_bytes"] for m in mems],
+                     "gradients": [m["gradients_bytes"] for m in mems],
+                     "optimizer_states": [m["optimizer_bytes"] for m in mems],
+                     "activations": [m["activations_bytes"] for m in mems]}
+            buffers = [m.get("buffers_bytes") or 0.0 for m in mems]
+            if any(buffers):  # ZeRO-3 gathered layers, pipeline receive buffers
+                parts["buffers"] = buffers
             out.append(memory_bars(
-                [p["label"] for p in best],
-                {"weights": [m["weights_bytes"] for m in mems],
-                 "gradients": [m["gradients_bytes"] for m in mems],
-                 "optimizer_states": [m["optimizer_bytes"] for m in mems],
-                 "activations": [m["activations_bytes"] for m in mems]},
+                [p["label"] for p in best], parts,
                 [m["capacity_bytes"] for m in mems], title="Memory per GPU, best plans",
                 name="plans-memory"))
         return out
