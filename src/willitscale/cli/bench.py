@@ -48,6 +48,11 @@ def register(subparsers) -> None:
         out.add_argument("--json", action="store_true", help="print the rows as JSON")
         out.add_argument("--label", default="", help="a note stored with the run")
         out.add_argument("--no-store", action="store_true", help="do not keep the run in the store")
+        if kind == "collectives":
+            out.add_argument("--plot", metavar="DIR",
+                             help="also draw busbw vs message size, measured and predicted (the "
+                                  "latest calibration, else the catalog), as PNG and SVG into DIR "
+                                  "(needs matplotlib: pip install 'willitscale[plot]')")
         p.set_defaults(run=functools.partial(run, kind))
 
 
@@ -57,8 +62,13 @@ def run(kind: str, args: argparse.Namespace) -> int:
     payload = os.environ.get(OPTIONS_ENV)
     if payload:  # a worker started by our spawner
         return _run_worker(Job.from_json(json.loads(payload)))
+    plot = getattr(args, "plot", None) or ""
+    if plot:  # before any work: a missing matplotlib stops here, not after the sweep
+        from willitscale.report.plots.base import require_matplotlib
+
+        require_matplotlib()
     job = Job(kind=kind, options=options_from_args(kind, args), json=args.json, label=args.label,
-              store=not args.no_store)
+              store=not args.no_store, plot=os.path.abspath(plot) if plot else "")
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # a worker started by torchrun
         return _run_worker(job)
     from willitscale.bench.dist import import_torch
@@ -90,6 +100,11 @@ def _run_worker(job) -> int:
         caption = (f"{env.get('world_size')} ranks on {env.get('nodes')} node(s), "
                    f"{env.get('backend')}, {', '.join(env.get('devices') or [])}")
         print_table(title, columns, rows, units=units, caption=caption)
+    if job.plot and result.rows:
+        from willitscale.cli.plot_flag import collective_plots
+
+        collective_plots(job.plot, dict(result.environment or {}),
+                         [r.to_json() for r in result.rows], run_id=result.run_id)
     if result.run_id is not None:
         print(f"stored as run {result.run_id}: willitscale results show {result.run_id}",
               file=sys.stderr)

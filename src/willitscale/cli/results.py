@@ -151,16 +151,13 @@ def busbw_curves(rows, time_key: str = "time_us", scale: float = 1e-6) -> dict:
 
 
 def _plot_run(directory: str, run) -> None:
-    from willitscale.cli.plot_flag import write_plots
+    from willitscale.cli.plot_flag import collective_plots
     from willitscale.errors import ConfigError
 
     if run.info.kind != "collectives":
         raise ConfigError("--plot", directory, f"a collectives run (run {run.info.id} is {run.info.kind})")
-    from willitscale.report.plots.measurements import busbw_vs_size
-
-    rows = [dict(r) for r in run.rows]
-    write_plots(directory, lambda: [busbw_vs_size(busbw_curves(rows), name=f"busbw-run{run.info.id}",
-                                                  title=f"Bus bandwidth, run {run.info.id}")])
+    collective_plots(directory, dict(run.info.environment), [dict(r) for r in run.rows],
+                     run_id=run.info.id, name=f"busbw-run{run.info.id}")
 
 
 def _key_text(kind: str, key: tuple) -> str:
