@@ -16,14 +16,27 @@ from willitscale.cli.scenario_flags import add_scenario_flags, settings_from_arg
 SEARCHED = ("dp", "tp", "pp", "cp", "ep", "zero", "fsdp", "shard_scope", "recompute", "pp_schedule",
             "virtual_stages", "sequence_parallel", "micro_batch", "grad_accum")
 
-HELP = "search parallel plans (dp/tp/pp/cp/ep, ZeRO, micro-batch, recompute, schedule), rank them"
+HELP = "which parallel plan runs fastest within memory, and why"
+
+DESCRIPTION = """\
+Which parallel plan runs this job fastest, and why? Searches every plan of the model on the
+cluster (data, tensor, pipeline, context and expert parallelism; ZeRO and FSDP; micro-batch;
+recomputation; pipeline schedule), rejects those that cannot run or do not fit in memory and
+counts why, ranks the rest by predicted throughput for the global batch and explains the best
+against their neighbours. docs/planner.md."""
 
 
 def register(subparsers) -> None:
+    from willitscale.cli.helptext import examples
+
     p = subparsers.add_parser(
-        "plan", help=HELP,
-        description=HELP + ". Example: willitscale plan --model gpt3-175b --gpu a100-80gb "
-        "--gpus 1024 --gpus-per-node 8 --inter-node 8x200Gbps --global-batch 1536 --seq-len 2048")
+        "plan", help=HELP, description=DESCRIPTION,
+        usage="%(prog)s [SCENARIO.toml] --model NAME --global-batch B [flags]",
+        epilog=examples(
+            "willitscale plan --model gpt3-175b --gpu a100-80gb --gpus 1024 --gpus-per-node 8 "
+            "--inter-node 8x200Gbps --global-batch 1536 --seq-len 2048",
+            "willitscale plan --model llama3-8b --gpu h100 --gpus 64 --gpus-per-node 8 "
+            "--global-batch 512 --seq-len 8192 --tp 1,2,4 --zero 1,3 --top 5 --plot figs"))
     add_scenario_flags(p, plan_flags=False, nodes_help="number of nodes (or give --gpus)")
     s = p.add_argument_group("search")
     s.add_argument("--gpus", type=int, help="GPUs to plan for (nodes = gpus / gpus-per-node)")

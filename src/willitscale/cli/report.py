@@ -10,16 +10,30 @@ import sys
 from willitscale.cli.plot_flag import add_plot_flag
 from willitscale.cli.scenario_flags import add_scenario_flags, settings_from_args
 
-HELP = "write an HTML report (verdict, breakdown, timeline, scaling, network, memory, assumptions)"
+HELP = "one HTML file to share: verdict, breakdown, scaling, network, what would change it"
+
+DESCRIPTION = """\
+What would someone who will not run a CLI need to see? One HTML file: the verdict in one
+sentence, the headline numbers, what would change the verdict (each lever estimated again), the
+step's timeline and breakdown, scaling over node counts, the communication and the bandwidth
+each node count needs, memory, the inputs, and every assumption with its source. Every figure
+is inlined: it opens without willitscale or a network. When the scenario leaves the parallel
+layout open, the planner's best plans are added (--plan, --no-plan). docs/reports.md."""
 
 
 def register(subparsers) -> None:
+    from willitscale.cli.helptext import examples
+
     p = subparsers.add_parser(
-        "report", help=HELP,
-        description=HELP + ". One file with every figure inlined: it opens without network "
-        "access. Example: willitscale report --params 2e9 --gpu a100-80gb --nodes 4 "
-        "--gpus-per-node 8 --inter-node 200Gbps --micro-batch 2 --seq-len 2048 --hfu 0.5 "
-        "--recompute full --html out.html",
+        "report", help=HELP, description=DESCRIPTION,
+        usage="%(prog)s [SCENARIO.toml] [flags] --html FILE",
+        epilog=examples(
+            "willitscale report examples/handbook-2b-4nodes.toml --html report.html",
+            "willitscale report --params 2e9 --gpu a100-80gb --nodes 4 --gpus-per-node 8 "
+            "--inter-node 200Gbps --micro-batch 2 --seq-len 2048 --hfu 0.5 --recompute full "
+            "--html out.html --plot figs",
+            "willitscale report --model gpt2-xl --gpu h100 --nodes 4 --gpus-per-node 8 "
+            "--inter-node 100Gbps --seq-len 1024 --global-batch 256 --html xl.html"),
     )
     add_scenario_flags(p)
     p.add_argument("--html", metavar="FILE", required=True, help="the HTML file to write")
