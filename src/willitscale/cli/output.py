@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -78,9 +79,16 @@ def console(file=None):
     """A rich Console for ``file`` (default stdout) at :func:`output_width`, whose ``print`` of a
     string wraps it between phrases with a hanging indent (:mod:`willitscale.cli.linebreaks`).
     Imported lazily: rich costs start-up time."""
+    out = file or sys.stdout
+    return _console_class()(file=out, highlight=False, soft_wrap=False, width=output_width(out))
+
+
+@functools.cache
+def _console_class():
+    """rich's Console whose ``print`` of one string lays it out as :class:`Prose`."""
     from rich.console import Console
 
-    class _Console(Console):
+    class ProseConsole(Console):
         def print(self, *objects, **kwargs):  # type: ignore[override]
             if len(objects) == 1 and isinstance(objects[0], str) and \
                     not set(kwargs) - {"style", "markup", "highlight", "emoji", "end"}:
@@ -90,8 +98,7 @@ def console(file=None):
                 objects = (Prose(text),)
             super().print(*objects, **kwargs)
 
-    out = file or sys.stdout
-    return _Console(file=out, highlight=False, soft_wrap=False, width=output_width(out))
+    return ProseConsole
 
 
 class Prose:
