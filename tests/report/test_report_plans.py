@@ -88,20 +88,26 @@ def test_report_adds_the_best_plans_when_the_layout_is_left_open(cli, tmp_path):
     assert ratio and float(ratio.group(1)) > 1.0
 
 
-def test_report_plans_only_when_asked_for_a_given_layout_or_a_bare_count(cli, tmp_path):
-    def page(*flags):
-        path = tmp_path / "r.html"
-        code, _, err = cli("report", *flags, "--html", str(path))
-        assert code == 0, err
-        return path.read_text(encoding="utf-8")
+def test_report_plans_only_when_asked_for_a_given_layout_or_a_bare_count():
+    from willitscale.cli.report import wants_plans
 
-    assert 'id="plans"' not in page(*XL, "--no-plan")
-    assert 'id="plans"' not in page(*XL, "--pp", "2")  # a layout was given
-    assert 'id="plans"' in page(*XL, "--pp", "2", "--plan")
-    bare = ("--params", "2e9", "--gpu", "a100-80gb", "--nodes", "2", "--gpus-per-node", "8",
-            "--micro-batch", "2", "--seq-len", "2048")
-    assert 'id="plans"' not in page(*bare)  # no shape: only ZeRO and micro-batch to vary
-    assert 'id="plans"' in page(*bare, "--plan")
+    shaped = {"model": "gpt2-xl", "nodes": 4, "micro_batch": 2, "recompute": "full"}
+    assert wants_plans(None, shaped)  # micro-batch and recomputation are not a layout
+    assert not wants_plans("no", shaped)
+    for layout in ({"pp": 2}, {"tp": 1}, {"zero": 1}, {"fsdp": "hybrid"}, {"dp": 32}):
+        assert not wants_plans(None, {**shaped, **layout})  # a layout was given
+        assert wants_plans("yes", {**shaped, **layout})
+    bare = {"params": 2e9, "nodes": 2}  # no shape: only ZeRO and micro-batch to vary
+    assert not wants_plans(None, bare) and wants_plans("yes", bare)
+
+
+def test_report_plan_flag_adds_the_section_for_a_bare_parameter_count(cli, tmp_path):
+    path = tmp_path / "bare.html"
+    code, _, err = cli("report", "--params", "2e9", "--gpu", "a100-80gb", "--nodes", "2",
+                       "--gpus-per-node", "8", "--micro-batch", "2", "--seq-len", "2048",
+                       "--sweep", "1,2", "--plan", "--html", str(path))
+    assert code == 0, err
+    assert 'data-chart="plans"' in _section(path.read_text(encoding="utf-8"), "plans")
 
 
 def test_a_plan_no_faster_than_the_given_one_is_not_a_change_that_flips_the_verdict():
