@@ -177,10 +177,11 @@ def plan_plots(directory: str, plans, *, top: int = 10) -> list:
             buffers = [m.get("buffers_bytes") or 0.0 for m in mems]
             if any(buffers):  # ZeRO-3 gathered layers, pipeline receive buffers
                 parts["buffers"] = buffers
+            usable = [m.get("limit_bytes") or m["capacity_bytes"] for m in mems]
             out.append(memory_bars(
                 [p["label"] for p in best], parts,
-                [m["capacity_bytes"] for m in mems], title="Memory per GPU, best plans",
-                name="plans-memory"))
+                [m["capacity_bytes"] for m in mems], usable=usable,
+                title="Memory per GPU, best plans", name="plans-memory"))
         return out
 
     return write_plots(directory, charts)
