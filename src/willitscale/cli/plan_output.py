@@ -27,12 +27,15 @@ def plan_row(result, index: int, *, peak: float) -> dict:
         "hfu": float(result.hardware_tflops[index]) * 1e12 / peak,
         "memory_per_gpu_bytes": float(result.memory[index]),
         "bubble_s": float(result.bubble[index]), "exposed_comms_s": float(result.exposed[index]),
-        "flags": plan_flags(plan),
+        "flags": plan_flags(plan, memory_fraction=result.extra.get("memory_fraction")),
     }
 
 
-def plan_flags(plan) -> str:
-    """The ``willitscale estimate`` flags that give this plan."""
+def plan_flags(plan, *, memory_fraction: float | None = None) -> str:
+    """The ``willitscale estimate`` flags that give this plan (with the planner's
+    ``--memory-fraction`` when it is not the default, so estimate judges "fits" alike)."""
+    from willitscale.plan.memory import DEFAULT_MEMORY_FRACTION
+
     flags = [f"--dp {plan.dp}", f"--tp {plan.tp}", f"--pp {plan.pp}"]
     flags += [f"--{k} {getattr(plan, k)}" for k in ("cp", "ep") if getattr(plan, k) > 1]
     if plan.zero:
@@ -44,6 +47,8 @@ def plan_flags(plan) -> str:
             flags.append(f"--virtual-stages {plan.virtual_stages}")
     if plan.sequence_parallel:
         flags.append("--sequence-parallel")
+    if memory_fraction is not None and memory_fraction != DEFAULT_MEMORY_FRACTION:
+        flags.append(f"--memory-fraction {memory_fraction:g}")
     return " ".join(flags)
 
 
@@ -119,7 +124,8 @@ def print_plans(result, scenario, *, top: int, explain: int, file=None) -> None:
     out.print("[dim]choices: z ZeRO stage (zh FSDP hybrid), mb micro-batch, recomputation "
               "none/sel/full, schedule (il v: interleaved, v chunks), sp sequence parallel[/dim]")
     for rank, i in enumerate(result.ranked[:explain], start=1):
-        out.print(f"[bold]#{rank}[/bold] {escape(plan_flags(result.batch.plan(int(i))))}")
+        flags = plan_flags(result.batch.plan(int(i)), memory_fraction=result.extra.get("memory_fraction"))
+        out.print(f"[bold]#{rank}[/bold] {escape(flags)}")
         for line in explain_plan(result, int(i), gpus_per_node=g):
             out.print(f"   {escape(line)}")
     if scenario.model is None:

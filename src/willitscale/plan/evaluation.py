@@ -230,5 +230,7 @@ def _memory_result(ctx, b, st, mem):
                        compute=nan, comms=nan, model_flops=nan, executed_flops=nan,
                        tokens_per_step=nan, memory=mem, memory_column=column, critical=column,
                        counts=st.counts, detail={"capacity": ctx.scenario.cluster.gpu.memory,
-                                                 "peak": ctx.peak})
+                                                 "peak": ctx.peak, "memory_limit":
+                                                 ctx.scenario.memory_fraction
+                                                 * ctx.scenario.cluster.gpu.memory})
 

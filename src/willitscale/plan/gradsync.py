@@ -138,7 +138,8 @@ def bucket_tail(*, dense_bytes, expert_bytes, ready_fraction, backward, overlap:
     on the stretch, so the stretch is iterated to its fixed point (:data:`SLOWDOWN_ITERATIONS`).
     When communication is the critical path the step is then ``max(stretched backward, last
     end)``: the slowdown is not added on top of a tail it does not delay. With ``schedule``,
-    also ``(ready, duration)`` of the final schedule.
+    also ``(ready, duration, expert duration)`` of the final schedule (the expert groups' part
+    of each bucket's time, for the report's separate row).
     """
     d = np.asarray(dense_bytes, dtype=float)[None, :]
     e = np.asarray(expert_bytes, dtype=float)[None, :]
@@ -149,10 +150,13 @@ def bucket_tail(*, dense_bytes, expert_bytes, ready_fraction, backward, overlap:
     else:
         duration = np.where(d > 0, k * line_time(dense_lines, d / k), 0.0)
         if np.any(e > 0):
-            duration = duration + np.where(e > 0, k * line_time(expert_lines, e / k), 0.0)
+            expert_duration = np.where(e > 0, k * line_time(expert_lines, e / k), 0.0)
+            duration = duration + expert_duration
         if replica_lines is not None:
             shard_bytes = d / np.asarray(shard, dtype=float)[:, None] / k
             duration = duration + np.where(d > 0, k * line_time(replica_lines, shard_bytes), 0.0)
+    if measured is not None or not np.any(e > 0):  # a measured all-reduce: by bytes
+        expert_duration = duration * (e / np.maximum(d + e, 1e-300))
     bwd = np.asarray(backward, dtype=float)
     fraction = np.asarray(ready_fraction, dtype=float)[None, :]
     total = duration.sum(axis=-1)
@@ -168,4 +172,6 @@ def bucket_tail(*, dense_bytes, expert_bytes, ready_fraction, backward, overlap:
         for _ in range(SLOWDOWN_ITERATIONS):
             stretch = slowdown * (total - exposed)
             exposed, ready = exposed_with(stretch)
-    return (total, exposed, stretch, ready, duration) if schedule else (total, exposed, stretch)
+    if schedule:
+        return total, exposed, stretch, ready, duration, expert_duration
+    return total, exposed, stretch
