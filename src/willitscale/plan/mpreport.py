@@ -101,9 +101,13 @@ def _why(kind: str, scenario) -> str:
     if kind == "tp":
         extra = " +2 with full recomputation" if plan.recompute == "full" else ""
         how = "as reduce-scatter + all-gather (sequence parallel)" if plan.sequence_parallel else ""
-        return (f"2 per layer forward, 2 backward{extra}, of b x s/cp x h activations {how}; "
-                + ("overlapped with the GEMMs" if scenario.options.tp_comm_overlap else
-                   "on the critical path"))
+        if scenario.options.tp_comm_overlap:
+            hides = "overlapped with the GEMMs (--tp-comm-overlap)"
+        else:
+            hides = ("forward" + (" and recomputed" if plan.recompute == "full" else "")
+                     + " ones on the critical path; each backward one beside its own layer's "
+                       "weight-gradient GEMM")
+        return f"2 per layer forward, 2 backward{extra}, of b x s/cp x h activations {how}; {hides}"
     return {
         "cp": "cp-1 K/V block sends per layer forward, twice in backward; hidden behind attention",
         "ep": "dispatch + combine per MoE layer, forward and backward; on the critical path",
