@@ -28,6 +28,9 @@ class MeasuredRun:
     devices: tuple[str, ...]
     uplink: float | None  #: the emulated cluster's shaped rate (bytes/s), None on a real one
     rows: tuple[Any, ...]
+    #: NICs per node: 1 on the emulated cluster (one shaped uplink per node), else the NICs of
+    #: the nodes' ``nvidia-smi topo -m`` when recorded and the same on every node, else None
+    nics: int | None = None
 
     @property
     def level(self) -> str:
@@ -54,8 +57,17 @@ def measured_run(stored) -> MeasuredRun:
     if not isinstance(rpn, int):
         raise ConfigError(f"run {info.id} has uneven ranks per node ({rpn}); it cannot be calibrated")
     emulated = env.get("emulated") or {}
-    return MeasuredRun(
+    return MeasuredRun(nics=_nics(env, emulated),
         id=info.id, kind=info.kind, started_at=info.started_at, backend=env.get("backend", ""),
         ranks=int(env.get("world_size", 0)), nodes=int(env.get("nodes", 0)), ranks_per_node=rpn,
         devices=tuple(env.get("devices") or ()), uplink=emulated.get("uplink_Bps"),
         rows=tuple(row_from_json(info.kind, r) for r in stored.rows))
+
+
+def _nics(env: dict, emulated: dict) -> int | None:
+    """NICs per node of a stored run's environment (see :attr:`MeasuredRun.nics`)."""
+    if emulated:
+        return 1
+    counts = {len((host.get("topology") or {}).get("nics") or {}) for host in env.get("hosts") or ()}
+    counts.discard(0)
+    return counts.pop() if len(counts) == 1 else None

@@ -88,8 +88,16 @@ def plan_json(result, scenario, *, top: int, explain: int) -> dict:
         "memory_limit_bytes": result.extra["memory_fraction"] * result.capacity,
         "seconds": result.seconds, "plans_per_second": result.plans_per_second,
         "interrupted": result.interrupted, "plans": rows,
-        "memory_complete": scenario.model is not None,
+        "memory_complete": scenario.model is not None, "warnings": list(plan_warnings(scenario)),
     }
+
+
+def plan_warnings(scenario) -> tuple[str, ...]:
+    """What about the scenario deserves a second look before trusting the ranking: the
+    calibration applied to a cluster it does not describe, the cluster's own warnings."""
+    from willitscale.plan.calibration_scope import calibration_scope
+
+    return calibration_scope(scenario)[0] + tuple(scenario.cluster.warnings)
 
 
 def print_plans(result, scenario, *, top: int, explain: int, file=None) -> None:
@@ -105,6 +113,8 @@ def print_plans(result, scenario, *, top: int, explain: int, file=None) -> None:
     out.print(f"[bold]Plans[/bold] for {escape(name)} on {scenario.cluster.gpus} x "
               f"{scenario.cluster.gpu.name} ({scenario.cluster.nodes} nodes x {g}), global batch "
               f"{result.global_batch} x {result.seq_len} tokens")
+    for warning in plan_warnings(scenario):
+        out.print(f"[yellow]warning: {escape(warning)}[/yellow]")
     feasible = int(np.sum(result.reason == 0))
     out.print(f"{result.evaluated:,} plans evaluated in {result.seconds:.2f} s "
               f"({result.plans_per_second:,.0f}/s); {feasible:,} fit under "

@@ -185,6 +185,9 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
         bottleneck = Bottleneck(resource="out of memory", reason=str(oom),
                                 fixes=tuple(_levers(scenario, ctx)), busy=bottleneck.busy,
                                 shares=bottleneck.shares, level=bottleneck.level)
+    from willitscale.plan.calibration_scope import calibration_scope
+
+    scope_warnings, scope_assumptions = calibration_scope(scenario)
     model_flops, executed_flops = value("model_flops"), value("executed_flops")
     tokens = scenario.tokens_per_step
     plan = scenario.plan
@@ -196,10 +199,11 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
         samples_per_s=plan.global_batch / step, global_batch=plan.global_batch,
         tokens_per_step=tokens, params=ctx.terms.total_params, gpus=scenario.cluster.gpus,
         nodes=scenario.cluster.nodes, memory=memory, comm_ops=parts.comm_ops,
-        bottleneck=bottleneck, assumptions=parts.assumptions, unknowns=parts.unknowns,
+        bottleneck=bottleneck, assumptions=tuple(parts.assumptions) + scope_assumptions,
+        unknowns=parts.unknowns,
         timeline=parts.timeline, plan=_plan_json(plan), pipeline=parts.pipeline,
         placement=parts.placement,
-        warnings=tuple(scenario.cluster.warnings) + tuple(parts.warnings))
+        warnings=scope_warnings + tuple(scenario.cluster.warnings) + tuple(parts.warnings))
 
 
 def _plan_json(plan) -> dict:
