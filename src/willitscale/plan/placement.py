@@ -124,6 +124,10 @@ def _clean(sizes: dict, order: tuple[str, ...], gpus_per_node: int) -> np.ndarra
     Then every group has the same number of members on each node it touches, given by the
     closed form of the module docstring."""
     g = gpus_per_node
+    if g & (g - 1) == 0 and all(not np.any(np.asarray(sizes[a]) & (np.asarray(sizes[a]) - 1))
+                                for a in order):
+        # powers of two on nodes of a power of two: every stride and G/S divide what they must
+        return np.ones(np.shape(sizes["tp"]), dtype=bool)
     stride = np.ones(np.shape(sizes["tp"]), dtype=np.int64)
     clean = np.ones(stride.shape, dtype=bool)
     for axis in order:
