@@ -13,7 +13,7 @@ PLAN = ("plan", "--model", "gpt2", "--gpu", "a100-80gb", "--gpus", "8", "--globa
 @pytest.mark.parametrize("flag", ["--tp", "--pp", "--cp", "--ep", "--dp"])
 def test_a_zero_degree_is_a_config_error_naming_it(cli, flag):
     # a degree of 0 used to reach `gpus % (tp * pp * cp)` and die with ZeroDivisionError (exit 3)
-    code, out, err = cli(*ESTIMATE, flag, "0")
+    code, _, err = cli(*ESTIMATE, flag, "0")
     assert code == 2 and "internal error" not in err
     assert f"{flag[2:]} = 0 is not valid" in err
 

@@ -2,13 +2,12 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from willitscale.collectives import Hierarchy, LinkCost, collective_cost, fastest
 from willitscale.errors import ConfigError
 from willitscale.plan.links import ClusterLinks, collective_lines, line_time
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from willitscale.plan.placement import group_placement, parse_order, uneven_detail, uneven_groups
 
 

@@ -76,8 +76,8 @@ def _compute_warnings(scenario) -> list[str]:
         if len(measured) != 1:
             return []
         entry = measured[0]
-        out = [f"the calibrated compute efficiency was measured in {entry.dtype}, applied to "
-               f"{scenario.dtype}"]
+        out = [(f"the calibrated compute efficiency was measured in {entry.dtype}, applied to "
+                f"{scenario.dtype}")]
     else:
         out = []
     device = _device_warning("the calibrated compute efficiency", [entry.device], gpu)

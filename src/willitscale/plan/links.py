@@ -76,7 +76,6 @@ def cluster_links(scenario) -> ClusterLinks:
     is what a measured node sent with its ranks; it is scaled to this node per NIC
     (:func:`willitscale.hardware.calibration.inter_node_bandwidth`)."""
     from willitscale.hardware.calibration import inter_node_bandwidth
-
     from willitscale.plan.comms import _intra_name, _link_name
 
     cluster = scenario.cluster

@@ -63,20 +63,20 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
 
 def expert_share(ready, duration, expert_duration, end_of_backward: float) -> tuple[float, float]:
     """``(time, exposed)`` fractions of one stage's bucket schedule that are the expert groups'
-    collectives: buckets run one after another on one stream from when they are ready, and a
-    bucket's exposed part is what runs after the backward ends (split within the bucket by
-    time). The report shows the experts' gradient sync in its own row, over its own group."""
-    start, end = 0.0, 0.0
-    exposed, expert_exposed = 0.0, 0.0
-    for r, dur, ex in zip(np.asarray(ready), np.asarray(duration), np.asarray(expert_duration)):
-        start = max(float(r), end)
-        end = start + float(dur)
-        late = max(0.0, end - max(start, end_of_backward))
-        exposed += late
-        expert_exposed += late * (float(ex) / float(dur) if dur > 0 else 0.0)
-    total = float(np.sum(duration))
+    collectives: buckets run one after another on one stream from when they are ready
+    (:func:`~.buckets.comm_schedule`), a bucket's exposed part is what runs after the backward
+    ends, split within the bucket by time. The report shows the experts' gradient sync in its
+    own row, over its own group."""
+    from willitscale.plan.buckets import comm_schedule
+
+    duration = np.asarray(duration, dtype=float)
+    start, end = comm_schedule(ready, duration)
+    late = np.maximum(0.0, end - np.maximum(start, end_of_backward))
+    share = np.divide(np.asarray(expert_duration, dtype=float), duration,
+                      out=np.zeros_like(duration), where=duration > 0)
+    total, exposed = float(np.sum(duration)), float(np.sum(late))
     return (float(np.sum(expert_duration)) / total if total > 0 else 0.0,
-            expert_exposed / exposed if exposed > 0 else 0.0)
+            float(np.sum(late * share)) / exposed if exposed > 0 else 0.0)
 
 
 def _groups(keys, rows):
@@ -94,9 +94,9 @@ def _groups(keys, rows):
 
 
 def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *, detail: bool = False):
+    from willitscale.plan.evaluation import _two
     from willitscale.plan.links import line_time
     from willitscale.plan.sharding import WEIGHT_BYTES, param_gather_exposed
-    from willitscale.plan.evaluation import _two
 
     total, exposed, stretch, schedule, experts = _bucket_rows(ctx, b, st, params, L, bwd_k,
                                                               places["shard"].size, detail)

@@ -129,7 +129,7 @@ def _uneven_text(plan, degrees: dict, gpus_per_node: int, order) -> str:
     """Which group lands unevenly, where, and a rank order that places every group evenly."""
     from itertools import permutations
 
-    from willitscale.plan.placement import uneven_groups, uneven_detail
+    from willitscale.plan.placement import uneven_detail, uneven_groups
 
     arrays = {k: np.array([degrees[k]]) for k in ("tp", "cp", "ep", "dp", "pp")}
     kind = str(uneven_groups(arrays, gpus_per_node, order)[0])
