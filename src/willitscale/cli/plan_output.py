@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from willitscale.report.plans import plan_flags
 from willitscale.units import format_size, format_time
 
-__all__ = ["plan_json", "plan_row", "print_plans"]
+__all__ = ["plan_json", "plan_row", "plan_flags", "estimate_flags", "plan_warnings", "print_plans"]
 
 
 def plan_row(result, index: int, *, peak: float) -> dict:
@@ -27,29 +28,19 @@ def plan_row(result, index: int, *, peak: float) -> dict:
         "hfu": float(result.hardware_tflops[index]) * 1e12 / peak,
         "memory_per_gpu_bytes": float(result.memory[index]),
         "bubble_s": float(result.bubble[index]), "exposed_comms_s": float(result.exposed[index]),
-        "flags": plan_flags(plan, memory_fraction=result.extra.get("memory_fraction")),
+        "flags": estimate_flags(plan, memory_fraction=result.extra.get("memory_fraction")),
     }
 
 
-def plan_flags(plan, *, memory_fraction: float | None = None) -> str:
-    """The ``willitscale estimate`` flags that give this plan (with the planner's
-    ``--memory-fraction`` when it is not the default, so estimate judges "fits" alike)."""
+def estimate_flags(plan, *, memory_fraction: float | None = None) -> str:
+    """:func:`~willitscale.report.plans.plan_flags`, with the planner's ``--memory-fraction``
+    when it is not the default, so ``estimate`` judges "fits" as the planner did."""
     from willitscale.plan.memory import DEFAULT_MEMORY_FRACTION
 
-    flags = [f"--dp {plan.dp}", f"--tp {plan.tp}", f"--pp {plan.pp}"]
-    flags += [f"--{k} {getattr(plan, k)}" for k in ("cp", "ep") if getattr(plan, k) > 1]
-    if plan.zero:
-        flags.append("--fsdp hybrid" if plan.shard_scope == "node" else f"--zero {plan.zero}")
-    flags += [f"--micro-batch {plan.micro_batch}", f"--recompute {plan.recompute}"]
-    if plan.pp > 1:
-        flags.append(f"--pp-schedule {plan.pp_schedule}")
-        if plan.pp_schedule == "interleaved":
-            flags.append(f"--virtual-stages {plan.virtual_stages}")
-    if plan.sequence_parallel:
-        flags.append("--sequence-parallel")
+    flags = plan_flags(plan)
     if memory_fraction is not None and memory_fraction != DEFAULT_MEMORY_FRACTION:
-        flags.append(f"--memory-fraction {memory_fraction:g}")
-    return " ".join(flags)
+        flags += f" --memory-fraction {memory_fraction:g}"
+    return flags
 
 
 def _degrees(r: dict) -> str:
@@ -134,7 +125,7 @@ def print_plans(result, scenario, *, top: int, explain: int, file=None) -> None:
     out.print("[dim]choices: z ZeRO stage (zh FSDP hybrid), mb micro-batch, recomputation "
               "none/sel/full, schedule (il v: interleaved, v chunks), sp sequence parallel[/dim]")
     for rank, i in enumerate(result.ranked[:explain], start=1):
-        flags = plan_flags(result.batch.plan(int(i)), memory_fraction=result.extra.get("memory_fraction"))
+        flags = estimate_flags(result.batch.plan(int(i)), memory_fraction=result.extra.get("memory_fraction"))
         out.print(f"[bold]#{rank}[/bold] {escape(flags)}")
         for line in explain_plan(result, int(i), gpus_per_node=g):
             out.print(f"   {escape(line)}")

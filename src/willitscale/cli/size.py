@@ -6,14 +6,21 @@ import argparse
 
 from willitscale.errors import ConfigError
 
-HELP = "GPUs needed to train within a deadline, and the fewest that hold the training state"
+HELP = "how many GPUs train a model within a deadline; the fewest that hold it"
+
+DESCRIPTION = """\
+How many GPUs does it take to train a model within a deadline, and what is the fewest that can
+hold its training state? From the total FLOPs (or parameters x tokens x 6), the GPU's peak and
+the utilization you expect. The first example is table 1 of 'GPU fabrics for GenAI workloads'."""
 
 
 def register(subparsers) -> None:
+    from willitscale.cli.helptext import examples
+
     p = subparsers.add_parser(
-        "size", help=HELP, description=HELP + ". Example ('GPU fabrics for GenAI workloads', "
-        "table 1): "
-        "willitscale size --zflops 430 --gpu-tflops 624 --utilization 0.3 --weeks 1",
+        "size", help=HELP, description=DESCRIPTION, epilog=examples(
+            "willitscale size --zflops 430 --gpu-tflops 624 --utilization 0.3 --weeks 1",
+            "willitscale size --params 70B --tokens 2T --gpu h100 --utilization 0.4 --days 30"),
     )
     work = p.add_argument_group("the work (total FLOPs, or parameters and tokens)")
     work.add_argument("--zflops", type=float, help="total training FLOPs in ZFLOP (1e21)")
