@@ -23,7 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from willitscale.plan.buckets import assign_buckets, last_end, uniform_bucket_runs
+from willitscale.plan.buckets import assign_buckets, uniform_bucket_runs
 from willitscale.plan.links import line_time
 
 __all__ = ["StageKey", "stage_buckets", "bucket_tail"]
@@ -158,12 +158,15 @@ def bucket_tail(*, dense_bytes, expert_bytes, ready_fraction, backward, overlap:
     fraction = np.atleast_2d(np.asarray(ready_fraction, dtype=float))
     total = duration.sum(axis=-1)
 
+    # the time of each bucket and every later one: the stream ends at max_j (ready_j + S_j)
+    suffix = np.flip(np.cumsum(np.flip(duration, axis=-1), axis=-1), axis=-1)
     stretch = np.zeros_like(bwd)
     if overlap and slowdown > 0:
-        stretch = _fixed_stretch(bwd, fraction, duration, total, slowdown)
+        stretch = _fixed_stretch(bwd, fraction, suffix, total, slowdown)
     end_of_backward = bwd + stretch
     ready = fraction * end_of_backward[:, None] if overlap else end_of_backward[:, None] + 0.0 * fraction
-    exposed = np.clip(last_end(ready, duration) - end_of_backward, 0.0, total)
+    end = np.max(ready + suffix, axis=-1) if suffix.shape[-1] else np.zeros_like(bwd)
+    exposed = np.clip(end - end_of_backward, 0.0, total)
     if schedule:
         if measured is not None or not np.any(e > 0):  # by bytes
             expert_duration = duration * (e / np.maximum(d + e, 1e-300))
@@ -171,12 +174,13 @@ def bucket_tail(*, dense_bytes, expert_bytes, ready_fraction, backward, overlap:
     return total, exposed, stretch
 
 
-def _fixed_stretch(backward, fraction, duration, total, slowdown: float):
+def _fixed_stretch(backward, fraction, suffix, total, slowdown: float):
     """The stretch ``x = s (total - exposed(x))`` of the last backward, exactly, per row.
 
     With the buckets in launch order and ``S_j`` the time of bucket ``j`` and all after it, the
     stream ends at ``max_j (f_j (b + x) + S_j)`` (:func:`~.buckets.last_end`), so
-    ``exposed(x) = min(total, max(0, max_j L_j(x)))`` with ``L_j(x) = (f_j - 1)(b + x) + S_j``.
+    ``exposed(x) = min(total, max(0, max_j L_j(x)))`` with ``L_j(x) = (f_j - 1)(b + x) + S_j``
+    (``suffix`` holds ``S_j`` per row and bucket).
     ``g(x) = x - s (total - exposed(x))`` is then a max (then min) of increasing straight lines
     (slope ``1 + s (f_j - 1) >= 1 - s``), so its root is the least of their roots, ``s x total``
     (nothing exposed) and, per bucket,
@@ -185,7 +189,6 @@ def _fixed_stretch(backward, fraction, duration, total, slowdown: float):
     (``s = 1``, ``f_j = 0``) never crosses zero.
     """
     b = np.asarray(backward, dtype=float)[:, None]
-    suffix = np.flip(np.cumsum(np.flip(duration, axis=-1), axis=-1), axis=-1)
     slope = 1.0 + slowdown * (fraction - 1.0)
     numerator = slowdown * (total[:, None] - suffix + (1.0 - fraction) * b)
     with np.errstate(divide="ignore", invalid="ignore"):
