@@ -11,9 +11,20 @@ from willitscale.bench.store import Store
 from willitscale.collectives.ops import Op
 
 
-def _env(nodes: int, rpn: int, uplink: float | None = None) -> dict:
+def _env(nodes: int, rpn: int, uplink: float | None = None, hosts=None) -> dict:
     return {"world_size": nodes * rpn, "nodes": nodes, "ranks_per_node": rpn, "backend": "gloo",
-            "devices": ["cpu"], "emulated": {"uplink_Bps": uplink} if uplink else None}
+            "devices": ["cpu"], "emulated": {"uplink_Bps": uplink} if uplink else None,
+            **({"hosts": hosts} if hosts else {})}
+
+
+def test_nics_per_node_from_the_recorded_topology():
+    # a real cluster's hosts carry their `nvidia-smi topo -m` (NIC legend NIC0..NIC7): 8 NICs
+    from willitscale.calibrate.runs import _nics
+
+    topo = {"nics": {f"NIC{i}": f"mlx5_{i}" for i in range(8)}}
+    assert _nics({"hosts": [{"topology": topo}, {"topology": topo}]}, {}) == 8
+    assert _nics({"hosts": [{"topology": None}]}, {}) is None  # not recorded: unknown
+    assert _nics({}, {"uplink_Bps": 25e6}) == 1  # emulated: one shaped uplink per node
 
 
 def _store_run(kind, env, rows) -> int:
@@ -43,6 +54,10 @@ def test_latest_run_is_calibrated_and_every_row_validated(cli):
     assert link["bandwidth_GBps"] == pytest.approx(0.0235, rel=1e-6)
     assert link["latency_us"] == pytest.approx(1000, rel=1e-4)
     assert link["efficiency"] == pytest.approx(0.94)  # 23.5 / 25
+    # what it was measured on, so an estimate can tell a cluster it does not describe: Gloo on
+    # CPUs, one rank per node, one shaped uplink per emulated node
+    assert (link["backend"], link["device"], link["ranks_per_node"], link["nics_per_node"]) == (
+        "gloo", "cpu", 1, 1)
     code, out, err = cli("validate", "--json")
     assert code == 0, err
     report = json.loads(out)

@@ -13,7 +13,7 @@ def _cal() -> Calibration:
     return Calibration(
         links=(LinkCalibration(level="inter_node", bandwidth=23.4e6, latency=125e-6, backend="gloo",
                                ranks=2, ranks_per_node=1, nominal_bandwidth=25e6, points=4,
-                               rms_error=0.004, runs=(3,)),
+                               rms_error=0.004, runs=(3,), device="cpu", nics_per_node=1),
                LinkCalibration(level="intra_node", bandwidth=1.2e9, latency=40e-6, runs=(4,))),
         compute=(ComputeCalibration(device="cpu", dtype="fp32", peak_flop_rate=110e9,
                                     peak_source="matmul run 5", achieved_flop_rate=44e9,

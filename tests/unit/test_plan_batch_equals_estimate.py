@@ -61,7 +61,9 @@ def test_a_sample_of_ranked_plans_matches_estimate():
                                                   pp_schedule="gpipe", recompute="full")]),
     ({"model": "mixtral-8x7b", "gpu": "h100", "nodes": 4, "gpus_per_node": 8, "seq_len": 4096,
       "micro_batch": 1},
-     [dict(dp=8, tp=2, pp=2, ep=8, zero=1, grad_accum=4), dict(dp=4, tp=8, ep=2, grad_accum=2)]),
+     # MoE with tp > 1 runs with sequence parallelism (Megatron-LM requires it)
+     [dict(dp=8, tp=2, pp=2, ep=8, zero=1, grad_accum=4, sequence_parallel=True),
+      dict(dp=4, tp=8, ep=2, grad_accum=2, sequence_parallel=True)]),
 ])
 def test_every_kind_of_plan_matches_estimate(settings, plans):
     from willitscale.plan.plan import Plan

@@ -79,3 +79,32 @@ def test_last_end_equals_the_schedules_last_end():
     assert last_end(ready, duration) == pytest.approx(end[:, -1])
     # by hand: ready 0, 1, 1.5 with durations 2, 1, 1 ends at 4 (see the schedule test)
     assert last_end([0, 1, 1.5], [2, 1, 1]) == 4
+
+
+def test_overlap_slowdown_stretch_is_the_exact_fixed_point():
+    # bucket_tail's stretch x must satisfy x = s (total - exposed(x)): rerun the schedule at x
+    # and check, for random layouts; the closed form replaced 6 fixed-point iterations
+    from willitscale.plan.buckets import last_end
+    from willitscale.plan.gradsync import _fixed_stretch
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 12))
+        duration = rng.exponential(1.0, (3, n)) * rng.choice([0.01, 1.0, 100.0])
+        fraction = np.sort(rng.uniform(0.0, 1.0, (1, n)), axis=-1)
+        fraction[:, -1] = 1.0
+        backward, total = rng.uniform(0.1, 50.0, 3), duration.sum(axis=-1)
+        s = float(rng.choice([0.05, 0.19, 0.5, 1.0]))
+        suffix = np.flip(np.cumsum(np.flip(duration, axis=-1), axis=-1), axis=-1)
+        x = _fixed_stretch(backward, fraction, suffix, total, s)
+        end = backward + x
+        exposed = np.clip(last_end(fraction * end[:, None], duration) - end, 0.0, total)
+        assert x == pytest.approx(s * (total - exposed), rel=1e-9, abs=1e-12)
+    # by hand: one bucket of 2 s ready at the end of a 10 s backward, s = 0.5: all of it runs
+    # after the backward (exposed 2 s, hidden 0), so x = 0.5 x (2 - 2) = 0
+    assert _fixed_stretch(np.array([10.0]), np.array([[1.0]]), np.array([[2.0]]),
+                          np.array([2.0]), 0.5) == pytest.approx([0.0])  # S = [2]
+    # two buckets of 2 s, the first ready at half the backward: it hides (5 + x/2 to 7 + x/2,
+    # before 10 + x), the second is exposed: x = 0.5 x (4 - 2) = 1
+    assert _fixed_stretch(np.array([10.0]), np.array([[0.5, 1.0]]), np.array([[4.0, 2.0]]),
+                          np.array([4.0]), 0.5) == pytest.approx([1.0])  # S = [4, 2]

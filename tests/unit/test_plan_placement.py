@@ -2,11 +2,13 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from willitscale.collectives import Hierarchy, LinkCost, collective_cost, fastest
 from willitscale.errors import ConfigError
 from willitscale.plan.links import ClusterLinks, collective_lines, line_time
-from willitscale.plan.placement import group_placement, parse_order
+from willitscale.plan.placement import group_placement, parse_order, uneven_detail, uneven_groups
 
 
 def place(kind, g=8, order=None, **degrees):
@@ -77,3 +79,92 @@ def test_lines_equal_the_collective_model(op):
             want = collective_cost(op, "direct" if op in ("send_recv", "all_to_all") else "ring",
                                    sizes, n, net).time
         assert got[row] == pytest.approx(np.asarray(want), rel=1e-9)
+
+
+# -- uneven placement (review P1) ------------------------------------------------------------
+
+def _degrees(**degrees):
+    return {k: np.array([degrees.get(k, 1)]) for k in ("tp", "cp", "ep", "dp", "pp")}
+
+
+def test_a_group_split_two_plus_one_is_found_and_an_even_order_suggested():
+    # 24 GPUs on nodes of 8, tp 4 pp 2 dp 3 (tp-cp-ep-dp-pp): the DP stride is tp = 4, so DP
+    # group {0, 4, 8} has ranks 0 and 4 on node 0 and rank 8 on node 1: 2 + 1. The old closed
+    # form gave 2 members per node and the collective model raised "ranks = 3 ... multiple of 2".
+    deg = _degrees(tp=4, dp=3, pp=2)
+    assert uneven_groups(deg, 8)[0] == "dp"
+    assert "2 + 1 GPUs on nodes 0, 1" in uneven_detail("dp", deg, 8)
+    # pp outside tp, dp outermost: the DP stride is tp x pp = 8, one member per node, and the
+    # pipeline pair {r, r + 4} shares a node: every group even
+    assert uneven_groups(deg, 8, parse_order("tp-cp-ep-pp-dp"))[0] == ""
+
+
+def test_groups_of_an_uneven_geometry_that_land_evenly_are_placed_exactly():
+    # same plan: the pipeline pair {r, r + 12} lands on two different nodes (12 >= 8), one
+    # member each; 12 is not a multiple of 8, so the two members have different local indices
+    # (r and r + 4 mod 8): they cross rails
+    p = place("pp", tp=4, dp=3, pp=2)
+    assert (p["members_per_node"], p["nodes"], p["rail"]) == (1, 2, False)
+    assert p["node_share"] == 1 / 8
+    # TP blocks of 4 consecutive ranks never straddle a boundary (4 divides 8)
+    assert place("tp", tp=4, dp=3, pp=2)["nodes"] == 1
+
+
+@given(tp=st.sampled_from([1, 2, 4, 8]), cp=st.sampled_from([1, 2]), dp=st.sampled_from([1, 2, 4, 8]),
+       pp=st.sampled_from([1, 2, 4]), ep=st.sampled_from([1, 2]), g=st.sampled_from([2, 4, 8]))
+@settings(max_examples=60, deadline=None)
+def test_the_closed_form_equals_counting_every_rank(tp, cp, dp, pp, ep, g):
+    # powers of two on nodes of a power of two always cut the rank at a digit boundary: the
+    # closed form of the module docstring must equal placing every rank and counting
+    from hypothesis import assume
+
+    from willitscale.plan.placement import AXES, _exact
+
+    assume(dp % ep == 0 and tp * cp * dp * pp % g == 0)
+    deg = _degrees(tp=tp, cp=cp, ep=ep, dp=dp, pp=pp)
+    exact = _exact((tp, cp, ep, dp // ep, pp), AXES, g)
+    for kind in ("tp", "cp", "ep", "dp", "edp", "pp"):
+        p = group_placement(kind, deg, g)
+        size, per_node, nodes, aligned, even = exact[kind]
+        assert even and p.size[0] == size
+        assert (p.members_per_node[0], p.nodes[0], bool(p.rail_aligned[0])) == (per_node, nodes, aligned)
+
+
+def test_estimate_and_plan_say_why_instead_of_an_internal_error(cli):
+    code, _, err = cli("estimate", "--model", "llama3-8b", "--gpu", "h100", "--nodes", "3",
+                       "--gpus-per-node", "8", "--tp", "4", "--pp", "2", "--dp", "3",
+                       "--global-batch", "96", "--seq-len", "8192")
+    assert code == 2 and "[uneven_placement]" in err and "--rank-order tp-cp-ep-pp-dp" in err
+    code, out, _ = cli("estimate", "--model", "llama3-8b", "--gpu", "h100", "--nodes", "3",
+                       "--gpus-per-node", "8", "--tp", "4", "--pp", "2", "--dp", "3",
+                       "--global-batch", "96", "--seq-len", "8192", "--rank-order",
+                       "tp-cp-ep-pp-dp", "--json")
+    assert code == 0
+    import json
+
+    code, out, err = cli("plan", "--model", "llama3-8b", "--gpu", "h100", "--gpus", "24",
+                         "--gpus-per-node", "8", "--global-batch", "96", "--seq-len", "8192",
+                         "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["rejected"]["uneven_placement"] > 0 and result["plans"]
+
+
+def test_rail_label_says_how_many_local_gpus_a_group_has_per_node():
+    # review PB1: --tp 16 on two nodes of 8 was labelled "same local GPU on every node", but each
+    # node holds 8 of its GPUs (all local indices 0..7 on both nodes)
+    from willitscale.plan.build import build_scenario
+    from willitscale.plan.estimate import estimate
+
+    est = estimate(build_scenario({"model": "gpt3-175b", "gpu": "a100-80gb", "nodes": 2,
+                                   "gpus_per_node": 8, "tp": 16, "global_batch": 1,
+                                   "seq_len": 2048, "hfu": 0.5}), allow_oom=True)
+    tp = next(r for r in est.placement if r["parallelism"] == "tp")
+    assert tp["gpus_per_node"] == 8 and "same local GPU on every node" not in tp["where"]
+    assert "the same 8 local GPUs on every node" in tp["where"]
+    # one member per node keeps the old wording
+    est = estimate(build_scenario({"model": "gpt3-175b", "gpu": "a100-80gb", "nodes": 2,
+                                   "gpus_per_node": 8, "tp": 8, "pp": 2, "global_batch": 1,
+                                   "seq_len": 2048, "hfu": 0.5}), allow_oom=True)
+    pp = next(r for r in est.placement if r["parallelism"] == "pp")
+    assert "same local GPU on every node: stays on its rail" in pp["where"]

@@ -113,10 +113,13 @@ def _points(runs: Sequence[MeasuredRun], op: Op):
 def _calibration(level: str, fit: Fit, runs: Sequence[MeasuredRun], op: Op) -> LinkCalibration:
     uplinks = {run.uplink for run in runs}
     nominal = uplinks.pop() if level == "inter_node" and len(uplinks) == 1 else None
+    nics = {run.nics for run in runs}
     return LinkCalibration(
         level=level, bandwidth=fit.bandwidth, latency=fit.latency, backend=runs[0].backend,
         op=op.value, algorithm=default_algorithm(op), ranks=max(r.ranks for r in runs),
         ranks_per_node=max(r.ranks_per_node for r in runs), nominal_bandwidth=nominal,
+        device="/".join(sorted({d for r in runs for d in r.devices})),
+        nics_per_node=nics.pop() if len(nics) == 1 else None,
         points=fit.points, rms_error=fit.rms_error, runs=tuple(sorted(r.id for r in runs)))
 
 

@@ -28,6 +28,9 @@ class MeasuredRun:
     devices: tuple[str, ...]
     uplink: float | None  #: the emulated cluster's shaped rate (bytes/s), None on a real one
     rows: tuple[Any, ...]
+    #: NICs per node: 1 on the emulated cluster (one shaped uplink per node), else the NICs of
+    #: the nodes' ``nvidia-smi topo -m`` when recorded and the same on every node, else None
+    nics: int | None = None
 
     @property
     def level(self) -> str:
@@ -65,4 +68,13 @@ def run_from_environment(env, *, kind: str, rows=(), id: int = 0, started_at: st
         id=id, kind=kind, started_at=started_at, backend=env.get("backend", ""),
         ranks=int(env.get("world_size", 0)), nodes=int(env.get("nodes", 0)), ranks_per_node=rpn,
         devices=tuple(env.get("devices") or ()), uplink=emulated.get("uplink_Bps"),
-        rows=tuple(row_from_json(kind, r) for r in rows))
+        rows=tuple(row_from_json(kind, r) for r in rows), nics=_nics(env, emulated))
+
+
+def _nics(env: dict, emulated: dict) -> int | None:
+    """NICs per node of a run's environment (see :attr:`MeasuredRun.nics`)."""
+    if emulated:
+        return 1
+    counts = {len((host.get("topology") or {}).get("nics") or {}) for host in env.get("hosts") or ()}
+    counts.discard(0)
+    return counts.pop() if len(counts) == 1 else None

@@ -70,8 +70,12 @@ def scenario_for(row, run: MeasuredRun, cal: Calibration):
               memory=HOST_MEMORY_BYTES,
               memory_bandwidth=bytes_per_param / per_param if per_param else 1e15,
               peak_flops={dtype: compute.peak_flop_rate}, source="calibration")
+    # each rank drives one NIC: the run's ranks per node use that many of the measured nodes'
+    # NICs (one on the emulated cluster); the estimate scales the fit to them per NIC
+    inter = cal.inter_node
+    nics = min(run.ranks_per_node, (inter.nics_per_node if inter else None) or run.ranks_per_node)
     node = Node(name="calibrated", gpu=gpu, gpus_per_node=run.ranks_per_node,
-                intra_link=links[0], nic=links[1], nics=1)
+                intra_link=links[0], nic=links[1], nics=nics)
     cluster = Cluster(node=node, nodes=run.nodes, name="calibrated")
     plan = Plan(dp=run.ranks, micro_batch=row.batch_per_rank)
     # the compute efficiency, optimizer time and link figures are the calibration's, read by

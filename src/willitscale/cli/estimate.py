@@ -75,7 +75,7 @@ def _scenario_or_verdict(settings):
     """The scenario; when its batch does not split but the plan would not fit in memory with
     any split, the out-of-memory verdict instead (the more fundamental answer)."""
     from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import estimate
+    from willitscale.plan.estimate import out_of_memory_verdict
     from willitscale.plan.plan import BatchNotDivisible
 
     try:
@@ -83,12 +83,11 @@ def _scenario_or_verdict(settings):
     except BatchNotDivisible as batch_error:
         probe = {k: v for k, v in settings.items() if k not in ("global_batch", "grad_accum")}
         try:
-            estimate(build_scenario(probe))
-        except Infeasible as verdict:
-            verdict.args = (f"{verdict} (also: {batch_error})",)
-            raise verdict from None
+            verdict = out_of_memory_verdict(build_scenario(probe), batch_problem=str(batch_error))
         except WillItScaleError:
-            pass
+            verdict = None
+        if verdict is not None:
+            raise verdict from None
         raise
 
 

@@ -46,9 +46,10 @@ def register(subparsers) -> None:
                        ("schedules", "pipeline schedules"), ("virtual-stages", "interleaving depths")):
         s.add_argument(f"--{name}", help=f"{what} to try, comma-separated (default: all that apply)")
     s.add_argument("--max-micro-batch", type=int, default=16, help="largest micro-batch (default 16)")
-    s.add_argument("--memory-fraction", type=float, default=0.9,
-                   help="share of HBM a plan may use (default 0.9: room for CUDA context, NCCL "
-                        "buffers and fragmentation, which are not modelled)")
+    s.add_argument("--memory-fraction", type=float,
+                   help="share of HBM a plan may use (default: the scenario file's, else 0.9: "
+                        "room for CUDA context, NCCL buffers and fragmentation, which are not "
+                        "modelled); estimate judges 'fits' by the same setting")
     s.add_argument("--allow-tp-across-nodes", action="store_true",
                    help="consider tp wider than a node (rejected by default)")
     s.add_argument("--no-hybrid", action="store_true", help="skip FSDP hybrid sharding")
@@ -69,8 +70,9 @@ def _ints(text, field):
         values = tuple(int(x) for x in str(text).split(",") if x.strip())
     except ValueError:
         raise ConfigError(f"--{field}", text, "comma-separated integers, e.g. 1,2,4,8") from None
-    if not values or min(values) < 0:
-        raise ConfigError(f"--{field}", text, "comma-separated integers >= 0")
+    least = 0 if field == "zero" else 1
+    if not values or min(values) < least:
+        raise ConfigError(f"--{field}", text, f"comma-separated integers >= {least}")
     return values
 
 
@@ -86,7 +88,10 @@ def _words(text, field, allowed):
     return values
 
 
-def space_from_args(args):
+def space_from_args(args, memory_fraction: float | None = None):
+    """The search space the flags give; ``memory_fraction`` is the scenario's (the flag, a
+    scenario file's ``memory_fraction``, else the default), so plan and estimate agree."""
+    from willitscale.plan.memory import DEFAULT_MEMORY_FRACTION
     from willitscale.plan.plan import PP_SCHEDULES, RECOMPUTE
     from willitscale.plan.search import SearchSpace
 
@@ -98,7 +103,8 @@ def space_from_args(args):
         "virtual_stages": _ints(getattr(args, "virtual_stages"), "virtual-stages"),
     }
     return SearchSpace(**{k: v for k, v in given.items() if v is not None},
-                       max_micro_batch=args.max_micro_batch, memory_fraction=args.memory_fraction,
+                       max_micro_batch=args.max_micro_batch,
+                       memory_fraction=memory_fraction or args.memory_fraction or DEFAULT_MEMORY_FRACTION,
                        allow_tp_across_nodes=args.allow_tp_across_nodes, hybrid=not args.no_hybrid)
 
 
@@ -140,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--global-batch is required: the planner splits it over dp and micro-batches")
     base = planning_settings(settings, args.gpus)
     scenario = scenario_for(settings, args.gpus)
-    space = space_from_args(args)
+    space = space_from_args(args, scenario.memory_fraction)
     gpus = scenario.cluster.gpus
     with _progress(args) as progress:
         result = search(scenario, gpus=gpus, global_batch=settings["global_batch"], space=space,

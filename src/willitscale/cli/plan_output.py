@@ -7,7 +7,7 @@ import numpy as np
 from willitscale.report.plans import plan_flags
 from willitscale.units import format_size, format_time
 
-__all__ = ["plan_json", "plan_row", "plan_flags", "print_plans"]
+__all__ = ["plan_json", "plan_row", "plan_flags", "estimate_flags", "plan_warnings", "print_plans"]
 
 
 def plan_row(result, index: int, *, peak: float) -> dict:
@@ -28,8 +28,19 @@ def plan_row(result, index: int, *, peak: float) -> dict:
         "hfu": float(result.hardware_tflops[index]) * 1e12 / peak,
         "memory_per_gpu_bytes": float(result.memory[index]),
         "bubble_s": float(result.bubble[index]), "exposed_comms_s": float(result.exposed[index]),
-        "flags": plan_flags(plan),
+        "flags": estimate_flags(plan, memory_fraction=result.extra.get("memory_fraction")),
     }
+
+
+def estimate_flags(plan, *, memory_fraction: float | None = None) -> str:
+    """:func:`~willitscale.report.plans.plan_flags`, with the planner's ``--memory-fraction``
+    when it is not the default, so ``estimate`` judges "fits" as the planner did."""
+    from willitscale.plan.memory import DEFAULT_MEMORY_FRACTION
+
+    flags = plan_flags(plan)
+    if memory_fraction is not None and memory_fraction != DEFAULT_MEMORY_FRACTION:
+        flags += f" --memory-fraction {memory_fraction:g}"
+    return flags
 
 
 def _degrees(r: dict) -> str:
@@ -68,8 +79,16 @@ def plan_json(result, scenario, *, top: int, explain: int) -> dict:
         "memory_limit_bytes": result.extra["memory_fraction"] * result.capacity,
         "seconds": result.seconds, "plans_per_second": result.plans_per_second,
         "interrupted": result.interrupted, "plans": rows,
-        "memory_complete": scenario.model is not None,
+        "memory_complete": scenario.model is not None, "warnings": list(plan_warnings(scenario)),
     }
+
+
+def plan_warnings(scenario) -> tuple[str, ...]:
+    """What about the scenario deserves a second look before trusting the ranking: the
+    calibration applied to a cluster it does not describe, the cluster's own warnings."""
+    from willitscale.plan.calibration_scope import calibration_scope
+
+    return calibration_scope(scenario)[0] + tuple(scenario.cluster.warnings)
 
 
 def print_plans(result, scenario, *, top: int, explain: int, file=None) -> None:
@@ -85,6 +104,8 @@ def print_plans(result, scenario, *, top: int, explain: int, file=None) -> None:
     out.print(f"[bold]Plans[/bold] for {escape(name)} on {scenario.cluster.gpus} x "
               f"{scenario.cluster.gpu.name} ({scenario.cluster.nodes} nodes x {g}), global batch "
               f"{result.global_batch} x {result.seq_len} tokens")
+    for warning in plan_warnings(scenario):
+        out.print(f"[yellow]warning: {escape(warning)}[/yellow]")
     feasible = int(np.sum(result.reason == 0))
     out.print(f"{result.evaluated:,} plans evaluated in {result.seconds:.2f} s "
               f"({result.plans_per_second:,.0f}/s); {feasible:,} fit under "
@@ -104,7 +125,8 @@ def print_plans(result, scenario, *, top: int, explain: int, file=None) -> None:
     out.print("[dim]choices: z ZeRO stage (zh FSDP hybrid), mb micro-batch, recomputation "
               "none/sel/full, schedule (il v: interleaved, v chunks), sp sequence parallel[/dim]")
     for rank, i in enumerate(result.ranked[:explain], start=1):
-        out.print(f"[bold]#{rank}[/bold] {escape(plan_flags(result.batch.plan(int(i))))}")
+        flags = estimate_flags(result.batch.plan(int(i)), memory_fraction=result.extra.get("memory_fraction"))
+        out.print(f"[bold]#{rank}[/bold] {escape(flags)}")
         for line in explain_plan(result, int(i), gpus_per_node=g):
             out.print(f"   {escape(line)}")
     if scenario.model is None:

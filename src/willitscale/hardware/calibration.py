@@ -7,10 +7,14 @@
 
 What it holds:
 
-* per link level (``intra_node``: each rank's link inside a node; ``inter_node``: each node's
-  link to the others, all its NICs together), the alpha-beta figures of
+* per link level (``intra_node``: each rank's link inside a node; ``inter_node``: what one
+  measured node sent to the others with its ``ranks_per_node`` ranks), the alpha-beta figures of
   :class:`~willitscale.collectives.network.LinkCost`: ``bandwidth`` (bytes/s one direction,
-  what the fitted algorithm achieves) and ``latency`` (alpha, seconds per algorithm step);
+  what the fitted algorithm achieves) and ``latency`` (alpha, seconds per algorithm step), and
+  what it was measured on: ``backend``, ``device``, ``ranks_per_node``, ``nics_per_node``. The
+  estimate scales the inter-node figure to the node it is applied to per NIC
+  (:func:`inter_node_bandwidth`) and warns when backend, device or node shape differ
+  (:mod:`willitscale.plan.calibration_scope`);
 * per device and dtype, the compute figures: a ``peak_flop_rate`` (the catalog's, or the best
   matmul rate measured when the device has no catalog entry, e.g. a CPU), the rate a training
   step achieved on its executed FLOPs, their ratio ``efficiency`` (an HFU, the convention of
@@ -32,7 +36,9 @@ The TOML format (every unit in the key)::
     op = "all_reduce"
     algorithm = "ring"
     ranks = 2
-    ranks_per_node = 1
+    ranks_per_node = 1             # ranks on each measured node
+    device = "cpu"                 # what the ranks ran on, as torch names it (optional)
+    nics_per_node = 1              # NICs of a measured node, when known (emulated: its uplink)
     nominal_bandwidth_GBps = 0.025 # optional: the advertised (or shaped) rate
     points = 4                     # rows fitted
     rms_error = 0.004              # relative, over those rows
@@ -62,7 +68,8 @@ from willitscale.config import Table, load_toml
 from willitscale.errors import ConfigError
 from willitscale.hardware.model import DTYPES
 
-__all__ = ["LEVELS", "LinkCalibration", "ComputeCalibration", "Calibration", "load_calibration"]
+__all__ = ["LEVELS", "LinkCalibration", "ComputeCalibration", "Calibration", "load_calibration",
+           "inter_node_bandwidth", "device_matches"]
 
 LEVELS = ("intra_node", "inter_node")
 FORMAT = 1
@@ -91,6 +98,8 @@ class LinkCalibration:
     ranks: int = 2
     ranks_per_node: int = 1
     nominal_bandwidth: float | None = None  #: advertised or shaped rate, when known
+    device: str = ""  #: what the ranks ran on ("cpu", "NVIDIA A100-SXM4-80GB"); "" unknown
+    nics_per_node: int | None = None  #: NICs of a measured node (emulated: 1 uplink); None unknown
     points: int = 0
     rms_error: float = 0.0  #: relative RMS error of the fit over its points
     runs: tuple[int, ...] = ()
@@ -102,6 +111,11 @@ class LinkCalibration:
         _require(f"link {self.level}", "latency", self.latency, positive=False)
         if self.nominal_bandwidth is not None:
             _require(f"link {self.level}", "nominal_bandwidth", self.nominal_bandwidth)
+        for name in ("ranks", "ranks_per_node"):
+            if int(getattr(self, name)) < 1:
+                raise ConfigError(f"link {self.level}: {name}", getattr(self, name), "an integer >= 1")
+        if self.nics_per_node is not None and int(self.nics_per_node) < 1:
+            raise ConfigError(f"link {self.level}: nics_per_node", self.nics_per_node, "an integer >= 1")
         object.__setattr__(self, "runs", tuple(int(r) for r in self.runs))
 
     @property
@@ -201,6 +215,10 @@ class Calibration:
                       f"latency_us = {_num(link.latency / US)}", f"backend = {_q(link.backend)}",
                       f"op = {_q(link.op)}", f"algorithm = {_q(link.algorithm)}",
                       f"ranks = {link.ranks}", f"ranks_per_node = {link.ranks_per_node}"]
+            if link.device:
+                lines.append(f"device = {_q(link.device)}")
+            if link.nics_per_node is not None:
+                lines.append(f"nics_per_node = {link.nics_per_node}")
             if link.nominal_bandwidth is not None:
                 lines.append(f"nominal_bandwidth_GBps = {_num(link.nominal_bandwidth / GB)}")
             lines += [f"points = {link.points}", f"rms_error = {_num(link.rms_error)}",
@@ -241,6 +259,7 @@ def _link_from(t: Table) -> LinkCalibration:
         op=t.str("op", "all_reduce"), algorithm=t.str("algorithm", "ring"),
         ranks=t.int("ranks", 2, min=1), ranks_per_node=t.int("ranks_per_node", 1, min=1),
         nominal_bandwidth=nominal * GB if nominal is not None else None,
+        device=t.str("device", ""), nics_per_node=t.int("nics_per_node", None, min=1),
         points=t.int("points", 0, min=0), rms_error=t.float("rms_error", 0.0, min=0),
         runs=tuple(t.list("runs", [])))
     t.done()
@@ -286,3 +305,52 @@ def _ints(values) -> str:
 
 def _num(value: float) -> str:
     return repr(float(value))
+
+
+def inter_node_bandwidth(link: LinkCalibration, nics: int) -> tuple[float, str]:
+    """``(bandwidth, how)``: a fitted inter-node bandwidth scaled to a node with ``nics`` NICs.
+
+    The fit is what one measured node sent with ``ranks_per_node`` ranks; each rank drives one
+    NIC (NCCL gives each GPU its nearest NIC), so the measurement used ``min(ranks_per_node,
+    NICs)`` of its node's NICs, ``nics_per_node`` when recorded, else assumed to be ``nics`` (the
+    node it is applied to). Per NIC that is ``bandwidth / used``; a node of ``nics`` NICs sends
+    ``nics`` times that. One rank per node on an 8-NIC DGX measures one NIC: the node sends 8x
+    the fit (applying the fit as the whole node's was 8x pessimistic); eight ranks per node
+    measure all eight: the node sends the fit itself.
+    """
+    measured = link.nics_per_node or nics
+    used = max(1, min(int(link.ranks_per_node), int(measured)))
+    per_nic = link.bandwidth / used
+    where = (f"{measured} NIC(s) per measured node" if link.nics_per_node else
+             f"measured nodes assumed to have this node's {nics} NIC(s)")
+    from willitscale.units import format_bandwidth
+
+    how = (f"fitted with {link.ranks_per_node} rank(s) per node ({where}, {used} driven): "
+           f"{format_bandwidth(per_nic)} per NIC x {nics} NIC(s) = "
+           f"{format_bandwidth(per_nic * nics)} per node")
+    return per_nic * nics, how
+
+
+def _model_words(text: str) -> set[str]:
+    """Words that name a device model (a100, h100, mi300x, cpu): letters and digits, not a
+    memory size."""
+    import re
+
+    words = set(re.findall(r"[a-z0-9]+", text.lower()))
+    return {w for w in words if w == "cpu" or (re.search(r"[a-z]", w) and re.search(r"\d", w)
+                                               and not w.endswith("gb")
+                                               and not w.startswith(("sxm", "hbm", "pcie", "gen")))}
+
+
+def device_matches(device: str, gpu) -> bool | None:
+    """Whether a measured ``device`` (as torch names it) is the catalog ``gpu``: True, False, or
+    None when the name says too little to tell."""
+    if not device:
+        return None
+    if device in (gpu.name, gpu.display_name):
+        return True
+    mine = _model_words(device)
+    theirs = _model_words(gpu.display_name) | _model_words(gpu.name.replace("-", " "))
+    if not mine or not theirs:
+        return None
+    return bool(mine & theirs)

@@ -63,6 +63,25 @@ def _flops(ctx, b):
     return tokens * model_token / gpus, tokens * executed_token / gpus, tokens
 
 
+def _split_experts(per_step, tail, params, synced, grad_bytes, syncs, bucket_cap) -> None:
+    """A single plan's report: the expert MLPs' gradients, synchronised over their own group
+    (``cp x dp / ep`` ranks), as their own row ``edp``; ``dp`` keeps the dense gradients.
+    Time and exposure are split by the buckets' schedule (:func:`.tail.expert_share`)."""
+    col = int(per_step["dp"]["column"][0])
+    time_share, exposed_share = tail.experts.get(col, (0.0, 0.0))
+    expert = float(params[1][0, col]) * float(np.asarray(synced)[0, 0]) * grad_bytes
+    if expert <= 0 or time_share <= 0:
+        return
+    dp = per_step["dp"]
+    dense = float(params[0][0, col]) * grad_bytes
+    per_step["edp"] = {"time": dp["time"] * time_share, "exposed": dp["exposed"] * exposed_share,
+                       "bytes": expert * syncs, "calls": np.ceil(expert / bucket_cap) * syncs,
+                       "column": dp["column"]}
+    per_step["dp"] = {"time": dp["time"] * (1 - time_share),
+                      "exposed": dp["exposed"] * (1 - exposed_share), "bytes": dense * syncs,
+                      "calls": np.ceil(dense / bucket_cap) * syncs, "column": dp["column"]}
+
+
 def assemble(ctx, b, st, comp, params, traffic, mem, pipe, bubble, crit, tail, places, *,
              detail: bool = False) -> BatchResult:
     sc = ctx.scenario
@@ -94,6 +113,9 @@ def assemble(ctx, b, st, comp, params, traffic, mem, pipe, bubble, crit, tail, p
                       "exposed": dp_exposed + tail.extra, "column": tail.tail_col,
                       "bytes": grads * syncs,
                       "calls": np.ceil(grads / sc.ddp.bucket_cap) * syncs}
+    if detail:
+        _split_experts(per_step, tail, params, synced_expert, ctx.grad_bytes, syncs,
+                       sc.ddp.bucket_cap)
     emb_bytes = np.where(tail.emb_ar > 0, ctx.terms.token_embedding / b.tp * ctx.grad_bytes, 0.0)
     per_step["emb"] = {"time": tail.emb_ar, "exposed": tail.tail - dp_exposed, "bytes": emb_bytes,
                        "calls": (tail.emb_ar > 0) * 1.0}
@@ -105,6 +127,7 @@ def assemble(ctx, b, st, comp, params, traffic, mem, pipe, bubble, crit, tail, p
              + tail.emb_ar + tail.ag_total)
     column = np.argmax(np.where(st.active, mem.total, -np.inf), axis=-1)
     info = {"capacity": sc.cluster.gpu.memory, "peak": ctx.peak, "pipeline": pipe,
+            "memory_limit": sc.memory_fraction * sc.cluster.gpu.memory,
             "micro_batches": m, "load": load}
     if detail:
         info.update(places=places, comp=comp, traffic=traffic, tail=tail, stage_counts=st.counts,

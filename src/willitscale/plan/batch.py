@@ -96,4 +96,4 @@ class PlanBatch:
     def degrees(self) -> dict:
         return {"tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep, "dp": self.dp,
                 "grad_accum": self.grad_accum, "interleaved": self.interleaved,
-                "virtual_stages": self.virtual_stages}
+                "virtual_stages": self.virtual_stages, "sequence_parallel": self.sequence_parallel}

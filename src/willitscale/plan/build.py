@@ -13,7 +13,7 @@ from willitscale.errors import ConfigError
 from willitscale.plan.efficiency import Efficiency
 from willitscale.plan.memory import DEFAULT_MEMORY_FRACTION
 from willitscale.plan.options import ParallelOptions
-from willitscale.plan.plan import Plan, resolve_batch
+from willitscale.plan.plan import Plan, positive_int, resolve_batch
 from willitscale.plan.scenario import DataLoading, DdpOptions, Measured, Scenario
 
 __all__ = ["build_scenario", "build_plan", "build_options"]
@@ -61,6 +61,8 @@ def _sharding(settings: Mapping[str, Any]) -> tuple[int, str]:
 def build_plan(settings: Mapping[str, Any], gpus: int) -> Plan:
     """The plan for ``gpus`` GPUs: ``dp`` fills what the model-parallel degrees leave."""
     degrees = {k: settings.get(k, 1) for k in ("tp", "pp", "cp", "ep")}
+    for name, value in degrees.items():  # before any arithmetic on them
+        positive_int(name, value)
     model_parallel = degrees["tp"] * degrees["pp"] * degrees["cp"]
     dp = settings.get("dp")
     if dp is None:

@@ -135,8 +135,14 @@ class BatchResult:
         return self.detail["capacity"]
 
     @property
+    def memory_limit(self) -> float:
+        """Bytes a plan may fill: the scenario's ``memory_fraction`` x the GPU's memory."""
+        return self.detail.get("memory_limit", self.capacity)
+
+    @property
     def fits(self) -> np.ndarray:
-        return self.memory_per_gpu <= self.capacity
+        """Per plan: memory within :attr:`memory_limit` (the rule of estimate and plan)."""
+        return self.memory_per_gpu <= self.memory_limit
 
     @property
     def mfu(self) -> np.ndarray:

@@ -28,7 +28,7 @@ from willitscale.plan.result import Breakdown, MemoryBreakdown, StepEstimate
 from willitscale.plan.scenario import Scenario
 
 __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "estimate", "estimate_in_context", "resolved_efficiency",
-           "memory_of"]
+           "memory_of", "out_of_memory_verdict"]
 
 STAGE_NAMES = ("first pipeline stage", "middle pipeline stages", "last pipeline stage")
 
@@ -80,7 +80,25 @@ def _levers(scenario, ctx) -> list[str]:
     return fitting[:2] or lines[:3]
 
 
-def _out_of_memory(memory: MemoryBreakdown, scenario, ctx):
+def out_of_memory_verdict(scenario: Scenario, *, batch_problem: str = ""):
+    """The :class:`~willitscale.plan.validate.OutOfMemory` verdict of ``scenario``'s plan, or
+    None when it fits (memory only: no step time). ``batch_problem`` says why the plan cannot
+    run as given either (a global batch that does not split over ``dp``): the verdict then
+    says it before the changes that would fit, which all still need a batch that splits."""
+    from willitscale.plan.batch import PlanBatch
+    from willitscale.plan.engine import make_context
+    from willitscale.plan.evaluation import run
+    from willitscale.plan.validate import check_plan
+
+    check_plan(scenario)
+    ctx = make_context(scenario)
+    memory = memory_of(run(ctx, PlanBatch.from_plans([scenario.plan]), memory_only=True), scenario)
+    if memory.fits is not False:
+        return None
+    return _out_of_memory(memory, scenario, ctx, batch_problem=batch_problem)
+
+
+def _out_of_memory(memory: MemoryBreakdown, scenario, ctx, *, batch_problem: str = ""):
     from willitscale.plan.validate import OutOfMemory
     from willitscale.units import format_size
 
@@ -95,8 +113,10 @@ def _out_of_memory(memory: MemoryBreakdown, scenario, ctx):
     room = (f"one {scenario.cluster.gpu.name} has {gib(memory.capacity)}" if memory.fraction >= 1 else
             f"a plan may fill {gib(memory.limit)} of one {scenario.cluster.gpu.name}'s "
             f"{gib(memory.capacity)} (--memory-fraction {memory.fraction:g}, as the planner)")
+    also = (f"It cannot run as given either: {batch_problem.rstrip('.')}. With a global batch "
+            "that splits: ") if batch_problem else ""
     message = (f"out of memory: this plan needs {gib(memory.total)} per GPU{where} ({parts}) but "
-               f"{room}. " + "; ".join(levers))
+               f"{room}. " + also + "; ".join(levers))
     return OutOfMemory(message, memory)
 
 
@@ -165,6 +185,9 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
         bottleneck = Bottleneck(resource="out of memory", reason=str(oom),
                                 fixes=tuple(_levers(scenario, ctx)), busy=bottleneck.busy,
                                 shares=bottleneck.shares, level=bottleneck.level)
+    from willitscale.plan.calibration_scope import calibration_scope
+
+    scope_warnings, scope_assumptions = calibration_scope(scenario)
     model_flops, executed_flops = value("model_flops"), value("executed_flops")
     tokens = scenario.tokens_per_step
     plan = scenario.plan
@@ -176,10 +199,11 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
         samples_per_s=plan.global_batch / step, global_batch=plan.global_batch,
         tokens_per_step=tokens, params=ctx.terms.total_params, gpus=scenario.cluster.gpus,
         nodes=scenario.cluster.nodes, memory=memory, comm_ops=parts.comm_ops,
-        bottleneck=bottleneck, assumptions=parts.assumptions, unknowns=parts.unknowns,
+        bottleneck=bottleneck, assumptions=tuple(parts.assumptions) + scope_assumptions,
+        unknowns=parts.unknowns,
         timeline=parts.timeline, plan=_plan_json(plan), pipeline=parts.pipeline,
         placement=parts.placement,
-        warnings=tuple(scenario.cluster.warnings) + tuple(parts.warnings))
+        warnings=scope_warnings + tuple(scenario.cluster.warnings) + tuple(parts.warnings))
 
 
 def _plan_json(plan) -> dict:

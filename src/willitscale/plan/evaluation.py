@@ -72,6 +72,7 @@ def _compute(ctx, b, st):
         seconds = executed / (ctx.efficiency.value * ctx.peak)
     forward = seconds * fwd / executed
     backward = seconds - forward
+    gemm = seconds / executed  # seconds per matmul FLOP (before the element-wise passes)
     if ctx.roofline:
         from willitscale.plan.kernels import elementwise_bytes
 
@@ -83,7 +84,7 @@ def _compute(ctx, b, st):
         rate = st.tokens[:, None] * st.layers / ctx.scenario.cluster.gpu.memory_bandwidth
         forward = forward + rate * f_bytes[:, None]
         backward = backward + rate * b_bytes[:, None]
-    return forward, backward, (forward + backward) / executed
+    return forward, backward, (forward + backward) / executed, gemm
 
 
 def _places(ctx, b):
@@ -145,11 +146,14 @@ def _traffic(ctx, b, st, comp, params, places, L):
     t, fwd_c, bwd_c, spf = ctx.terms, comp[0], comp[1], comp[2]
     full = b.recompute == 2
     element = activation_bytes(ctx.scenario.dtype)
+    per_rank = (st.tokens / b.tp)[:, None] * comp[3]  # seconds per FLOP-per-token of one GEMM
     out = {"tp": tensor_traffic(
         tokens=st.tokens, hidden=t.hidden, layers=st.layers, emb=st.emb, head=st.head,
         full_recompute=full, sequence_parallel=b.sequence_parallel, lines_ar=L["tp_all_reduce"],
         lines_rs=L["tp_reduce_scatter"], lines_ag=L["tp_all_gather"], fwd_compute=fwd_c,
-        bwd_compute=bwd_c, overlap=ctx.scenario.options.tp_comm_overlap, element=element)}
+        bwd_compute=bwd_c, overlap=ctx.scenario.options.tp_comm_overlap, element=element,
+        wgrad_qkv=t.qkv_token * per_rank, wgrad_fc1=t.fc1_token * per_rank,
+        wgrad_head=t.head_forward_token * per_rank)}
     block = kv_block_bytes(micro_batch=b.micro_batch, seq_len=ctx.scenario.seq_len, cp=b.cp, tp=b.tp,
                            kv_heads=t.kv_heads, head_dim=t.head_dim, element=element)
     attention = t.attention_core_token * st.tokens / b.tp * spf[:, 0]
@@ -230,5 +234,7 @@ def _memory_result(ctx, b, st, mem):
                        compute=nan, comms=nan, model_flops=nan, executed_flops=nan,
                        tokens_per_step=nan, memory=mem, memory_column=column, critical=column,
                        counts=st.counts, detail={"capacity": ctx.scenario.cluster.gpu.memory,
-                                                 "peak": ctx.peak})
+                                                 "peak": ctx.peak, "memory_limit":
+                                                 ctx.scenario.memory_fraction
+                                                 * ctx.scenario.cluster.gpu.memory})
 

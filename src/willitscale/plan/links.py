@@ -72,7 +72,10 @@ class ClusterLinks:
 
 def cluster_links(scenario) -> ClusterLinks:
     """The links of ``scenario``'s cluster; a calibration's fitted level replaces the catalog's
-    (its bandwidth is what was achieved, so no efficiency is applied to it)."""
+    (its bandwidth is what was achieved, so no efficiency is applied to it). The inter-node fit
+    is what a measured node sent with its ranks; it is scaled to this node per NIC
+    (:func:`willitscale.hardware.calibration.inter_node_bandwidth`)."""
+    from willitscale.hardware.calibration import inter_node_bandwidth
     from willitscale.plan.comms import _intra_name, _link_name
 
     cluster = scenario.cluster
@@ -87,11 +90,15 @@ def cluster_links(scenario) -> ClusterLinks:
         fit = None if calibration is None else calibration.link(level)
         if fit is None:
             continue
-        note = f" [calibrated: {format_bandwidth(fit.bandwidth)}, {format_time(fit.latency)}]"
         if level == "intra_node":
+            note = f" [calibrated: {format_bandwidth(fit.bandwidth)} per GPU, {format_time(fit.latency)}]"
             intra_bw, intra_lat, intra_name = fit.bandwidth, fit.latency, intra_name + note
         else:
-            inter_bw, inter_lat, inter_name = fit.bandwidth, fit.latency, inter_name + note
+            per_node = inter_node_bandwidth(fit, node.nics)[0]
+            note = (f" [calibrated: {format_bandwidth(per_node)} per node from "
+                    f"{format_bandwidth(fit.bandwidth)} fitted with {fit.ranks_per_node} rank(s) "
+                    f"per node, {format_time(fit.latency)}]")
+            inter_bw, inter_lat, inter_name = per_node, fit.latency, inter_name + note
     return ClusterLinks(
         gpus_per_node=node.gpus_per_node, nodes=cluster.nodes, intra_bandwidth=intra_bw,
         intra_latency=intra_lat, inter_bandwidth=inter_bw, inter_latency=inter_lat,

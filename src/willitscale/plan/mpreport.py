@@ -13,6 +13,7 @@ from willitscale.plan.result import CommReport
 __all__ = ["model_parallel_parts", "placement_rows", "unknowns_of"]
 
 _KIND_GROUP = {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "ppgather": "tp", "dp": "dp",
+               "edp": "edp",
                "zero3": "shard",
                "zero_ag": "shard", "emb": "pp"}
 _GROUP_NAME = {"tp": "tensor parallel", "cp": "context parallel", "ep": "expert parallel",
@@ -37,13 +38,22 @@ def _where(scenario, ctx, place, i: int = 0) -> dict:
         text = f"{size:.0f} GPUs in one node ({links.intra_name})" if size > 1 else "one GPU"
         link = links.intra_name if size > 1 else ""
     else:
-        rail = ("same local GPU on every node: stays on its rail" if bool(np.asarray(place.rail_aligned)[i])
-                else "crosses rails")
+        rail = _rail_text(bool(np.asarray(place.rail_aligned)[i]), per)
         text = (f"{nodes:.0f} nodes x {per:.0f} GPU(s); {share * links.gpus_per_node:g}/"
                 f"{links.gpus_per_node} of each node's NICs ({rail})")
         link = links.inter_name
     return {"size": size, "nodes": nodes, "gpus_per_node": per, "leaves_node": leaves,
             "node_share": share if leaves else 0.0, "where": text, "link": link}
+
+
+def _rail_text(aligned: bool, per_node: float) -> str:
+    """Whether a group's inter-node traffic stays on rails (leaf switch ``i`` for local GPU ``i``)."""
+    if not aligned:
+        return "crosses rails"
+    if per_node <= 1:
+        return "same local GPU on every node: stays on its rail"
+    return (f"the same {per_node:.0f} local GPUs on every node: each inter-node hop can stay on "
+            "its rail")
 
 
 def placement_rows(scenario, ctx, result) -> list[dict]:
@@ -55,7 +65,9 @@ def placement_rows(scenario, ctx, result) -> list[dict]:
     deg = {"tp": np.array([plan.tp]), "cp": np.array([plan.cp]), "ep": np.array([plan.ep]),
            "dp": np.array([plan.dp]), "pp": np.array([plan.pp])}
     rows = []
-    for kind in ("tp", "cp", "ep", "dp", "pp"):
+    for kind in ("tp", "cp", "ep", "dp", "edp", "pp"):
+        if kind == "edp" and plan.ep == 1:
+            continue  # the dense gradients' group: the dp row
         place = places[kind] if places else group_placement(
             kind, deg, ctx.links.gpus_per_node, scenario.options.rank_order)
         row = {"parallelism": kind, "group": _GROUP_NAME[kind], **_where(scenario, ctx, place)}
@@ -78,6 +90,7 @@ _NAMES = {
     "ppgather": ("PP all-gather of the scattered sends (over TP)", "all_gather"),
     "zero3": ("ZeRO-3 weight all-gathers + gradient reduce-scatters", "all_gather"),
     "dp": ("DP gradient all-reduce", "all_reduce"),
+    "edp": ("expert gradient all-reduce", "all_reduce"),
     "zero_ag": ("ZeRO weight all-gather after the optimizer", "all_gather"),
     "emb": ("tied embedding gradient all-reduce (first <-> last stage)", "all_reduce"),
 }
@@ -88,9 +101,13 @@ def _why(kind: str, scenario) -> str:
     if kind == "tp":
         extra = " +2 with full recomputation" if plan.recompute == "full" else ""
         how = "as reduce-scatter + all-gather (sequence parallel)" if plan.sequence_parallel else ""
-        return (f"2 per layer forward, 2 backward{extra}, of b x s/cp x h activations {how}; "
-                + ("overlapped with the GEMMs" if scenario.options.tp_comm_overlap else
-                   "on the critical path"))
+        if scenario.options.tp_comm_overlap:
+            hides = "overlapped with the GEMMs (--tp-comm-overlap)"
+        else:
+            hides = ("forward" + (" and recomputed" if plan.recompute == "full" else "")
+                     + " ones on the critical path; each backward one beside its own layer's "
+                       "weight-gradient GEMM")
+        return f"2 per layer forward, 2 backward{extra}, of b x s/cp x h activations {how}; {hides}"
     return {
         "cp": "cp-1 K/V block sends per layer forward, twice in backward; hidden behind attention",
         "ep": "dispatch + combine per MoE layer, forward and backward; on the critical path",
@@ -101,6 +118,8 @@ def _why(kind: str, scenario) -> str:
         "zero3": "every micro-batch: weights gathered for forward and backward, gradients "
                  "reduce-scattered; prefetched layer by layer",
         "dp": "buckets during the last micro-batch's backward; the tail after it is exposed",
+        "edp": "the expert MLPs' gradients, over the ranks holding the same experts (cp x dp / "
+               "ep), in the same buckets as the dense ones",
         "zero_ag": "updated bf16 weights gathered, prefetched under the next forward",
         "emb": "the LM head's copy of the token embedding on the last stage, kept in step",
     }[kind]
@@ -120,8 +139,9 @@ def _comm_ops(scenario, ctx, result, rows) -> tuple[CommReport, ...]:
                                      **_where(scenario, ctx, places[group])}
         if kind == "emb":
             row = {**row, "size": 2.0}
-        if kind == "dp" and scenario.plan.zero in (1, 2):
-            name, op = "ZeRO gradient reduce-scatter", "reduce_scatter"
+        if kind in ("dp", "edp") and scenario.plan.zero in (1, 2):
+            name = {"dp": "ZeRO gradient reduce-scatter", "edp": "expert gradient reduce-scatter"}[kind]
+            op = "reduce_scatter"
         if kind == "tp" and scenario.plan.sequence_parallel:
             op = "reduce_scatter+all_gather"
         ops.append(CommReport(

@@ -32,12 +32,14 @@ NVLink first with PXN). All functions take numpy arrays of degrees (one element 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from willitscale.errors import ConfigError
 
-__all__ = ["AXES", "DEFAULT_ORDER", "GROUP_AXES", "GroupPlacement", "parse_order", "group_placement"]
+__all__ = ["AXES", "DEFAULT_ORDER", "GROUP_AXES", "GroupPlacement", "parse_order", "group_placement",
+           "uneven_groups", "uneven_detail"]
 
 #: the parallel axes a rank is indexed by
 AXES = ("tp", "cp", "ep", "dp", "pp")
@@ -104,6 +106,118 @@ def group_placement(kind: str, degrees: dict, gpus_per_node: int,
             aligned &= (n == 1) | (stride < g) | (np.mod(stride, g) == 0)
         stride = stride * n
     nodes = size / per_node
+    aligned = aligned & (nodes > 1)
+    unclean = ~_clean(sizes, order, gpus_per_node)
+    if np.any(unclean):  # the node boundary cuts an axis: count members node by node
+        per_node, nodes, aligned = per_node.copy(), nodes.copy(), aligned.copy()
+        for rows, geometry in _geometries(sizes, order, unclean):
+            exact = _exact(geometry, order, gpus_per_node)[kind]
+            per_node[rows], nodes[rows], aligned[rows] = exact[1], exact[2], exact[3]
     share = np.where(nodes > 1, per_node / g, 1.0)
     return GroupPlacement(kind=kind, size=size, members_per_node=per_node, nodes=nodes,
-                          node_share=share, rail_aligned=aligned & (nodes > 1))
+                          node_share=share, rail_aligned=aligned)
+
+
+def _clean(sizes: dict, order: tuple[str, ...], gpus_per_node: int) -> np.ndarray:
+    """Plans whose node boundary falls between whole digits of the rank: the axis ``k`` with
+    stride ``S <= G < S x n`` has ``S | G`` and ``G/S | n`` (or one node holds every rank).
+    Then every group has the same number of members on each node it touches, given by the
+    closed form of the module docstring."""
+    g = gpus_per_node
+    if g & (g - 1) == 0 and all(not np.any(np.asarray(sizes[a]) & (np.asarray(sizes[a]) - 1))
+                                for a in order):
+        # powers of two on nodes of a power of two: every stride and G/S divide what they must
+        return np.ones(np.shape(sizes["tp"]), dtype=bool)
+    stride = np.ones(np.shape(sizes["tp"]), dtype=np.int64)
+    clean = np.ones(stride.shape, dtype=bool)
+    for axis in order:
+        n = np.asarray(sizes[axis], dtype=np.int64)
+        at = (stride <= g) & (g < stride * n)
+        q = g // np.maximum(stride, 1)
+        clean &= ~at | ((g % stride == 0) & (n % np.maximum(q, 1) == 0))
+        stride = stride * n
+    return clean
+
+
+def _geometries(sizes: dict, order: tuple[str, ...], mask):
+    """``(rows, sizes in order)`` for each distinct geometry among the plans of ``mask``."""
+    stacked = np.stack([np.asarray(sizes[a], dtype=np.int64) for a in order], axis=-1)
+    rows = np.nonzero(mask)[0]
+    unique, inverse = np.unique(stacked[rows], axis=0, return_inverse=True)
+    for j, geometry in enumerate(unique):
+        yield rows[inverse.reshape(-1) == j], tuple(int(x) for x in geometry)
+
+
+@lru_cache(maxsize=1024)
+def _exact(geometry: tuple[int, ...], order: tuple[str, ...], gpus_per_node: int) -> dict:
+    """Every rank placed, for one geometry (axis sizes in ``order``): per kind ``(size, members
+    per node, nodes, rail aligned, even)``, where even means every node a group touches holds
+    the same number of its members, for every group (else the members per node and nodes are
+    those of the fullest node: the node whose NICs carry most of a group's traffic)."""
+    ranks = np.arange(int(np.prod(geometry)))
+    strides = np.cumprod((1,) + geometry[:-1])
+    digits = {a: (ranks // s) % n for a, s, n in zip(order, strides, geometry)}
+    node, local = ranks // gpus_per_node, ranks % gpus_per_node
+    nodes_total = int(node[-1]) + 1
+    out = {}
+    for kind, axes in GROUP_AXES.items():
+        group = np.zeros_like(ranks)
+        for a, n in zip(order, geometry):
+            if a not in axes:
+                group = group * n + digits[a]
+        counts = np.bincount(group * nodes_total + node,
+                             minlength=(int(group.max()) + 1) * nodes_total).reshape(-1, nodes_total)
+        touched = counts > 0
+        held = counts[touched]
+        size = int(counts[0].sum())
+        per_node, spans = int(held.max()), int(touched.sum(axis=1).max())
+        even = bool(held.min() == held.max())
+        aligned = False
+        if even and spans > 1:  # same local GPUs on every node of every group
+            key = np.lexsort((local, node, group))
+            locals_ = local[key].reshape(-1, spans, per_node)
+            aligned = bool(np.all(locals_ == locals_[:, :1, :]))
+        out[kind] = (size, per_node, spans, aligned, even)
+    return out
+
+
+def uneven_groups(degrees: dict, gpus_per_node: int, order: tuple[str, ...] = DEFAULT_ORDER):
+    """Per plan, the first kind of group (of more than one rank) that some node holds more of
+    than another node it touches, or ``""`` when every group lands evenly (arrays of degrees).
+
+    ``tp 4, dp 3, pp 2`` on nodes of 8 (tp-cp-ep-dp-pp): data-parallel group ``{0, 4, 8}`` has
+    two members on node 0 and one on node 1. The collective model needs the same members on
+    every node a group spans, so such plans are rejected (``uneven_placement``) rather than
+    guessed; another rank order often places them evenly."""
+    shape = np.broadcast(*(np.asarray(degrees[k]) for k in ("tp", "cp", "ep", "dp", "pp"))).shape
+    arrays = {k: np.broadcast_to(np.asarray(degrees[k], dtype=np.int64), shape).reshape(-1)
+              for k in ("tp", "cp", "ep", "dp", "pp")}
+    sizes = _axis_sizes(arrays)
+    out = np.full(np.shape(sizes["tp"]), "", dtype=object)
+    if out.size == 0:
+        return out.reshape(shape)
+    unclean = ~_clean(sizes, order, gpus_per_node)
+    if np.any(unclean):
+        for rows, geometry in _geometries(sizes, order, unclean):
+            exact = _exact(geometry, order, gpus_per_node)
+            bad = [k for k in ("tp", "cp", "ep", "dp", "edp", "pp") if exact[k][0] > 1 and not exact[k][4]]
+            out[rows] = bad[0] if bad else ""
+    return out.reshape(shape)
+
+
+def uneven_detail(kind: str, degrees: dict, gpus_per_node: int,
+                  order: tuple[str, ...] = DEFAULT_ORDER) -> str:
+    """How one plan's group of ``kind`` lands on the nodes, e.g. ``"2 + 1 GPUs on 2 nodes"``."""
+    sizes = {k: int(np.asarray(v).reshape(-1)[0]) for k, v in _axis_sizes(
+        {k: np.asarray(degrees[k], dtype=np.int64) for k in ("tp", "cp", "ep", "dp", "pp")}).items()}
+    geometry = tuple(sizes[a] for a in order)
+    ranks = np.arange(int(np.prod(geometry)))
+    strides = np.cumprod((1,) + geometry[:-1])
+    group = np.zeros_like(ranks)
+    for a, s, n in zip(order, strides, geometry):
+        if a not in GROUP_AXES[kind]:
+            group = group * n + (ranks // s) % n
+    members = ranks[group == 0]
+    nodes, counts = np.unique(members // gpus_per_node, return_counts=True)
+    return (f"ranks {', '.join(map(str, members[:8]))}{', ...' if len(members) > 8 else ''} hold "
+            f"{' + '.join(map(str, counts))} GPUs on nodes {', '.join(map(str, nodes))}")

@@ -42,7 +42,7 @@ SHARD_SCOPES = ("dp", "node")
 _DEGREES = ("dp", "tp", "pp", "cp", "ep")
 
 
-def _positive_int(name: str, value: object) -> None:
+def positive_int(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(name, value, "an integer >= 1")
 
@@ -67,7 +67,7 @@ class Plan:
 
     def __post_init__(self) -> None:
         for name in (*_DEGREES, "micro_batch", "grad_accum", "virtual_stages"):
-            _positive_int(name, getattr(self, name))
+            positive_int(name, getattr(self, name))
         if self.zero not in ZERO_STAGES:
             raise ConfigError("zero", self.zero, "one of 0, 1, 2, 3")
         if self.recompute not in RECOMPUTE:
@@ -142,8 +142,8 @@ def resolve_batch(*, dp: int, micro_batch: int | None, global_batch: int | None,
     for name, value in (("micro_batch", micro_batch), ("global_batch", global_batch),
                         ("grad_accum", grad_accum)):
         if value is not None:
-            _positive_int(name, value)
-    _positive_int("dp", dp)
+            positive_int(name, value)
+    positive_int("dp", dp)
     if global_batch is None:
         return micro_batch or 1, grad_accum or 1
     if micro_batch is not None and grad_accum is not None:

@@ -41,6 +41,13 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def _check_values(name: str, values, least: int, expected: str) -> None:
+    if values is None:
+        return
+    if not values or any(isinstance(v, bool) or int(v) != v or v < least for v in values):
+        raise ConfigError(name, ",".join(map(str, values)) if values else "(none)", expected)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SearchSpace:
     """Which values each plan field may take (None: the defaults in the module docstring)."""
@@ -60,6 +67,13 @@ class SearchSpace:
     allow_tp_across_nodes: bool = False
 
     def __post_init__(self) -> None:
+        for name in ("tp", "pp", "cp", "ep"):
+            _check_values(name, getattr(self, name), 1, "integers >= 1")
+        _check_values("virtual_stages", self.virtual_stages, 2,
+                      "integers >= 2 (model chunks per stage of the interleaved schedule)")
+        bad = [z for z in self.zero if z not in (0, 1, 2, 3)]
+        if bad or not self.zero:
+            raise ConfigError("zero", ",".join(map(str, self.zero)), "ZeRO stages from 0, 1, 2, 3")
         if not 0 < self.memory_fraction <= 1:
             raise ConfigError("memory_fraction", self.memory_fraction, "a fraction in (0, 1]")
         if self.max_micro_batch < 1:
@@ -78,6 +92,7 @@ class SearchResult:
     hardware_tflops: np.ndarray
     bubble: np.ndarray
     exposed: np.ndarray
+    compute: np.ndarray  #: forward + backward of the critical stage (seconds per step)
     ranked: np.ndarray  #: indices of feasible candidates, fastest first
     capacity: float
     seconds: float  #: wall time of the search
@@ -118,8 +133,14 @@ def _keep(rows: dict, mask) -> dict:
 
 
 def candidate_plans(*, gpus: int, global_batch: int, layers: int, experts: int,
-                    space: SearchSpace) -> tuple[PlanBatch, np.ndarray]:
-    """Every candidate plan and a mask of those whose batch does not split over ``dp``."""
+                    space: SearchSpace, gpus_per_node: int | None = None,
+                    order: tuple[str, ...] | None = None) -> tuple[PlanBatch, np.ndarray]:
+    """Every candidate plan and a mask of those whose batch does not split over ``dp``.
+
+    Plans that could only repeat another are left out: a ZeRO stage >= 1 when the gradient
+    group (``cp x dp``) is one rank (nothing to shard: the same plan as ZeRO 0), and, given
+    ``gpus_per_node``, hybrid sharding when the data-parallel group stays in one node (the
+    same plan as full sharding)."""
     div = np.array(divisors(gpus))
     tp = np.array(space.tp) if space.tp else div[div <= MAX_TP]
     pp = np.array(space.pp) if space.pp else div[div <= layers]
@@ -154,6 +175,13 @@ def candidate_plans(*, gpus: int, global_batch: int, layers: int, experts: int,
     rows = _expand(rows, np.arange(len(zopts)), "zopt")
     rows["zero"], rows["shard_node"] = zopts[rows["zopt"], 0], zopts[rows["zopt"], 1].astype(bool)
     del rows["zopt"]
+    rows = _keep(rows, (rows["zero"] == 0) | (rows["cp"] * rows["dp"] > 1)
+                 | ((rows["zero"] == min(space.zero)) & ~rows["shard_node"]))
+    if gpus_per_node is not None and np.any(rows["shard_node"]):
+        from willitscale.plan.placement import DEFAULT_ORDER, group_placement
+
+        spans = group_placement("dp", rows, gpus_per_node, order or DEFAULT_ORDER).nodes > 1
+        rows = _keep(rows, ~rows["shard_node"] | spans)
     from willitscale.plan.plan import RECOMPUTE
 
     rows = _expand(rows, np.array([RECOMPUTE.index(r) for r in space.recompute]), "recompute")
@@ -171,13 +199,20 @@ def search(scenario, *, gpus: int, global_batch: int, space: SearchSpace = Searc
     start = time.perf_counter()
     if gpus != scenario.cluster.gpus:
         raise ConfigError(f"--gpus {gpus} but the cluster has {scenario.cluster.gpus} GPUs")
+    for name in ("tp", "pp", "cp"):
+        bad = [v for v in getattr(space, name) or () if gpus % v]
+        if bad:
+            raise ConfigError(name, ",".join(map(str, bad)), f"divisors of the {gpus} GPUs")
     ctx = make_context(scenario)
     terms = ctx.terms
     batch, bad_batch = candidate_plans(gpus=gpus, global_batch=global_batch, layers=terms.layers,
-                                       experts=terms.experts, space=space)
+                                       experts=terms.experts, space=space,
+                                       gpus_per_node=ctx.links.gpus_per_node,
+                                       order=scenario.options.rank_order)
     reason = structural_reasons(batch.degrees(), terms, scenario.model,
                                 gpus_per_node=ctx.links.gpus_per_node, seq_len=scenario.seq_len,
-                                allow_tp_across_nodes=space.allow_tp_across_nodes)
+                                allow_tp_across_nodes=space.allow_tp_across_nodes,
+                                order=scenario.options.rank_order)
     reason = np.where((reason == 0) & bad_batch, CODE["batch_not_divisible"], reason)
     n = len(batch)
     memory = np.full(n, np.nan)
@@ -190,7 +225,7 @@ def search(scenario, *, gpus: int, global_batch: int, space: SearchSpace = Searc
     oom = (reason == 0) & (memory > space.memory_fraction * capacity)
     reason = np.where(oom, CODE["out_of_memory"], reason)
     feasible = np.nonzero(reason == 0)[0]
-    out = {k: np.full(n, np.nan) for k in ("step", "tflops", "hw", "bubble", "exposed")}
+    out = {k: np.full(n, np.nan) for k in ("step", "tflops", "hw", "bubble", "exposed", "compute")}
     interrupted, done = False, 0
     try:
         for lo in range(0, feasible.size, chunk):
@@ -198,7 +233,7 @@ def search(scenario, *, gpus: int, global_batch: int, space: SearchSpace = Searc
             res = run(ctx, batch.take(idx))
             out["step"][idx], out["tflops"][idx] = res.step_time, res.tflops_per_gpu
             out["hw"][idx], out["bubble"][idx] = res.hardware_tflops_per_gpu, res.bubble
-            out["exposed"][idx] = res.exposed_comms
+            out["exposed"][idx], out["compute"][idx] = res.exposed_comms, res.compute
             done = lo + idx.size
             if progress is not None:
                 progress(done, feasible.size)
@@ -208,7 +243,7 @@ def search(scenario, *, gpus: int, global_batch: int, space: SearchSpace = Searc
     ranked = timed[np.lexsort((memory[timed], out["step"][timed]))]
     return SearchResult(batch=batch, reason=reason, memory=memory, step_time=out["step"],
                         tflops=out["tflops"], hardware_tflops=out["hw"], bubble=out["bubble"],
-                        exposed=out["exposed"], ranked=ranked, capacity=capacity,
+                        exposed=out["exposed"], compute=out["compute"], ranked=ranked, capacity=capacity,
                         seconds=time.perf_counter() - start, interrupted=interrupted,
                         global_batch=global_batch, seq_len=scenario.seq_len,
                         extra={"memory_fraction": space.memory_fraction})

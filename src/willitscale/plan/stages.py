@@ -49,6 +49,11 @@ class ModelTerms:
     head_forward_token: float  #: FLOPs per token, LM head forward
     recompute_token: np.ndarray  #: FLOPs per token per layer recomputed, by mode (none, selective, full)
     attention_core_token: float  #: Q K^T and A V forward FLOPs per token per layer, executed
+    #: forward FLOPs per token per layer of the two column-parallel GEMMs (Megatron-LM: QKV and
+    #: the MLP's first, gate + up when gated): their weight-gradient GEMMs are what the backward's
+    #: input-gradient all-reduces overlap (:mod:`.tensor`)
+    qkv_token: float = 0.0
+    fc1_token: float = 0.0
     kv_dim: int  #: key/value width (all heads)
     kv_heads: int
     head_dim: int
@@ -92,6 +97,9 @@ def model_terms(scenario) -> ModelTerms:
         layer_model_token=float(full.layer_forward_per_token),
         head_forward_token=float(flops.lm_head_forward_per_token),
         recompute_token=np.array(rec), attention_core_token=float(flops.layer_forward.attention_core),
+        qkv_token=float(flops.layer_forward.qkv),
+        fc1_token=float(flops.layer_forward.mlp) * (2.0 if model.gated_mlp else 1.0)
+        / (3.0 if model.gated_mlp else 2.0),
         kv_dim=model.kv_dim, kv_heads=model.kv_heads, head_dim=model.head_dim,
         tied=model.tied_embeddings, moe=model.is_moe, experts=model.moe_experts,
         top_k=model.moe_top_k, token_embedding=float(counts.token_embedding),

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-__all__ = ["gradient_tail"]
+__all__ = ["gradient_tail", "expert_share"]
 
 
 def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
@@ -32,7 +32,7 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
     esync = _select(b.zero == 0, L["edp_ar"], L["eshard_rs"])
     hybrid = b.shard_node & (b.zero >= 1)
     measured = sc.measured.allreduce_time
-    schedule = {}
+    schedule, experts = {}, {}
     for k in range(3):
         col = np.nonzero(st.active[:, k] & (b.zero < 3))[0]
         if col.size == 0:
@@ -54,9 +54,29 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
                 shard=np.maximum(shard[rows], 1.0), measured=meas,
                 schedule=detail and rows[0] == 0, slowdown=sc.ddp.overlap_slowdown, counts=counts)
             total[rows, k], exposed[rows, k], stretch[rows, k] = out[0], out[1], out[2]
-            if len(out) == 5:
+            if len(out) == 6:
                 schedule[k] = (d + e, out[3][0], out[4][0], counts, out[2][0])
-    return total, exposed, stretch, schedule
+                experts[k] = expert_share(out[3][0], out[4][0], out[5][0],
+                                          float(bwd_k[rows[0], k] + out[2][0]))
+    return total, exposed, stretch, schedule, experts
+
+
+def expert_share(ready, duration, expert_duration, end_of_backward: float) -> tuple[float, float]:
+    """``(time, exposed)`` fractions of one stage's bucket schedule that are the expert groups'
+    collectives: buckets run one after another on one stream from when they are ready
+    (:func:`~.buckets.comm_schedule`), a bucket's exposed part is what runs after the backward
+    ends, split within the bucket by time. The report shows the experts' gradient sync in its
+    own row, over its own group."""
+    from willitscale.plan.buckets import comm_schedule
+
+    duration = np.asarray(duration, dtype=float)
+    start, end = comm_schedule(ready, duration)
+    late = np.maximum(0.0, end - np.maximum(start, end_of_backward))
+    share = np.divide(np.asarray(expert_duration, dtype=float), duration,
+                      out=np.zeros_like(duration), where=duration > 0)
+    total, exposed = float(np.sum(duration)), float(np.sum(late))
+    return (float(np.sum(expert_duration)) / total if total > 0 else 0.0,
+            float(np.sum(late * share)) / exposed if exposed > 0 else 0.0)
 
 
 def _groups(keys, rows):
@@ -74,12 +94,12 @@ def _groups(keys, rows):
 
 
 def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *, detail: bool = False):
+    from willitscale.plan.evaluation import _two
     from willitscale.plan.links import line_time
     from willitscale.plan.sharding import WEIGHT_BYTES, param_gather_exposed
-    from willitscale.plan.evaluation import _two
 
-    total, exposed, stretch, schedule = _bucket_rows(ctx, b, st, params, L, bwd_k,
-                                                     places["shard"].size, detail)
+    total, exposed, stretch, schedule, experts = _bucket_rows(ctx, b, st, params, L, bwd_k,
+                                                              places["shard"].size, detail)
     m = st.m[:, None]
     z2 = (b.zero == 2)[:, None]
     extra = np.where(z2, (m - 1) * np.maximum(0.0, total - bwd_k), 0.0)
@@ -110,4 +130,4 @@ def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *, detail: bool =
         total=total, exposed=exposed, hidden=hidden, slowdown=slowdown,
         extra=np.max(np.where(st.active, extra, 0.0), -1), tail=tail, tail_col=tail_col,
         emb_ar=emb_ar, ag_total=np.where(zero12, np.take_along_axis(ag, ag_col[:, None], -1)[:, 0], 0.0),
-        ag_exposed=np.max(ag_exp, axis=-1), schedule=schedule)
+        ag_exposed=np.max(ag_exp, axis=-1), schedule=schedule, experts=experts)

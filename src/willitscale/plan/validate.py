@@ -34,6 +34,14 @@ REASONS = (
     ("ep_not_dividing_experts", "ep must divide the number of experts"),
     ("tp_wider_than_node", "tp is wider than a node's GPUs: its all-reduces would cross the "
                            "inter-node network (allow with --allow-tp-across-nodes)"),
+    ("moe_tp_needs_sequence_parallel", "a mixture-of-experts model with tp > 1 needs sequence "
+                                       "parallelism: each tensor-parallel rank then dispatches "
+                                       "its 1/tp of the tokens (Megatron-LM's arguments.py: "
+                                       "'When using MoE and tensor parallelism, sequence "
+                                       "parallelism must be used')"),
+    ("uneven_placement", "a group lands unevenly on the nodes (e.g. 2 + 1 GPUs): the collective "
+                         "model needs the same number of members on every node a group spans; "
+                         "another --rank-order or degree often places it evenly"),
     ("batch_not_divisible", "the global batch must be a multiple of dp x micro_batch"),
     ("out_of_memory", "the training state and activations exceed the GPU's memory"),
 )
@@ -49,12 +57,14 @@ class OutOfMemory(Infeasible):
 
 
 def structural_reasons(degrees: dict, terms, model, *, gpus_per_node: int, seq_len: int,
-                       allow_tp_across_nodes: bool = True):
+                       allow_tp_across_nodes: bool = True, order: tuple[str, ...] | None = None):
     """The first reason each plan cannot run (an int code per plan, 0 = none).
 
     ``degrees`` holds arrays ``tp, pp, cp, ep, dp, grad_accum, interleaved (bool),
-    virtual_stages``.
+    virtual_stages`` and optionally ``sequence_parallel`` (bool); ``order`` is the rank order
+    (default Megatron-LM's, :data:`willitscale.plan.placement.DEFAULT_ORDER`).
     """
+    from willitscale.plan.placement import DEFAULT_ORDER, uneven_groups
     from willitscale.plan.stages import stage_layers
 
     tp, pp, cp, ep = (np.asarray(degrees[k]) for k in ("tp", "pp", "cp", "ep"))
@@ -79,6 +89,9 @@ def structural_reasons(degrees: dict, terms, model, *, gpus_per_node: int, seq_l
         ("ep_needs_moe", (ep > 1) & (not terms.moe)),
         ("ep_not_dividing_experts", (ep > 1) & terms.moe & (np.mod(max(terms.experts, 1), ep) != 0)),
         ("tp_wider_than_node", (tp > gpus_per_node) & (not allow_tp_across_nodes)),
+        ("moe_tp_needs_sequence_parallel", (tp > 1) & terms.moe & ~np.asarray(
+            degrees.get("sequence_parallel", False), dtype=bool)),
+        ("uneven_placement", uneven_groups(degrees, gpus_per_node, order or DEFAULT_ORDER) != ""),
     ]
     code = np.zeros(np.broadcast(tp, pp, cp, ep).shape, dtype=np.int64)
     for name, bad in reversed(checks):  # the first failing check wins
@@ -98,15 +111,40 @@ def check_plan(scenario) -> None:
     terms = model_terms(scenario)
     degrees = {"tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "ep": plan.ep, "dp": plan.dp,
                "grad_accum": plan.grad_accum, "interleaved": plan.pp_schedule == "interleaved",
-               "virtual_stages": plan.virtual_stages}
-    code = int(structural_reasons(degrees, terms, scenario.model,
-                                  gpus_per_node=scenario.cluster.node.gpus_per_node,
+               "virtual_stages": plan.virtual_stages, "sequence_parallel": plan.sequence_parallel}
+    g, order = scenario.cluster.node.gpus_per_node, scenario.options.rank_order
+    code = int(structural_reasons(degrees, terms, scenario.model, gpus_per_node=g,
                                   seq_len=scenario.seq_len,
-                                  allow_tp_across_nodes=scenario.options.allow_tp_across_nodes))
+                                  allow_tp_across_nodes=scenario.options.allow_tp_across_nodes,
+                                  order=order))
+    if code == CODE["uneven_placement"]:
+        raise ConfigError(_uneven_text(plan, degrees, g, order))
     if code:
         name, why = REASONS[code]
         raise ConfigError(f"{_plan_text(plan)} cannot run {_model_text(scenario, terms)}: {why}"
                           f" [{name}]")
+
+
+def _uneven_text(plan, degrees: dict, gpus_per_node: int, order) -> str:
+    """Which group lands unevenly, where, and a rank order that places every group evenly."""
+    from itertools import permutations
+
+    from willitscale.plan.placement import uneven_detail, uneven_groups
+
+    arrays = {k: np.array([degrees[k]]) for k in ("tp", "cp", "ep", "dp", "pp")}
+    kind = str(uneven_groups(arrays, gpus_per_node, order)[0])
+    names = {"tp": "tensor-parallel", "cp": "context-parallel", "ep": "expert-parallel",
+             "dp": "data-parallel (gradient)", "edp": "expert data-parallel", "pp": "pipeline"}
+    text = (f"tp={plan.tp}, pp={plan.pp}, dp={plan.dp}" + (f", cp={plan.cp}" if plan.cp > 1 else "")
+            + (f", ep={plan.ep}" if plan.ep > 1 else "") + f" on nodes of {gpus_per_node} GPUs "
+            f"(rank order {'-'.join(order)}): a {names[kind]} group lands unevenly: "
+            f"{uneven_detail(kind, arrays, gpus_per_node, order)}. The collective model needs "
+            "the same number of a group's members on every node it spans [uneven_placement]")
+    fits = [o for o in permutations(order) if o[0] == order[0]
+            and uneven_groups(arrays, gpus_per_node, o)[0] == ""]
+    if fits:
+        text += f"; --rank-order {'-'.join(fits[0])} places every group evenly"
+    return text
 
 
 def _plan_text(plan) -> str:
