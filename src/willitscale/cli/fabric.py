@@ -348,7 +348,7 @@ def _simulate_streams(args, topo, size, seeds) -> dict:
                 "alone_time_s": alone[s.name], "slowdown": res.stream_times[s.name] / alone[s.name]
                 if alone[s.name] > 0 else 1.0} for s in traffic.streams]
     out = {"traffic": "incast" if args.incast else "step" if args.step else "jobs",
-           "routing": res.routing.name, "seeds": seeds,
+           "routing": res.routing.name, "seeds": seeds, **({"worst_seed": seed} if len(seeds) > 1 else {}),
            "completion_time_s": {"mean": float(times.mean()), "worst": float(times.max())}
            if len(seeds) > 1 else float(times[0]),
            "streams": streams, **link_report(res).to_json(),
@@ -370,7 +370,8 @@ def _print_simulation(out: dict) -> None:
                 f"over seeds {out['seeds'][0]}..{out['seeds'][-1]}")
         hot = out.get("hottest_link_flows")
         if hot:
-            c.print(f"hottest link (worst seed): {hot['worst_seed_link']} with {hot['worst_seed']} flows")
+            c.print(f"worst seed {out['worst_seed']}: hottest link {hot['worst_seed_link']} carried "
+                    f"{hot['worst_seed_flows']} flows at once (mean over seeds {hot['mean']:g})")
     else:
         c.print(f"completion time: {format_time(t)}")
     if "busbw_GBps" in out and not isinstance(out["busbw_GBps"], dict):
@@ -380,7 +381,9 @@ def _print_simulation(out: dict) -> None:
         print_table("streams", ["stream", "time", "alone", "slowdown"],
                     [[s["stream"], format_time(s["time_s"]), format_time(s["alone_time_s"]),
                       f"{s['slowdown']:.2f}x"] for s in out["streams"]])
-    c.print(f"fabric links: max utilisation {out['max_link_utilization']:.1%}, "
+    which = "" if not isinstance(t, dict) else " (mean over seeds)" if "per_seed" in out else \
+        f" (worst seed {out['worst_seed']})"
+    c.print(f"fabric links{which}: max utilisation {out['max_link_utilization']:.1%}, "
             f"mean {out['mean_link_utilization']:.1%}")
     if out.get("hottest_links"):
         print_table("hottest links", ["link", "tier", "utilisation", "flows at once"],

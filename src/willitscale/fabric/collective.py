@@ -85,23 +85,30 @@ class SeedSweep:
         return self.reports[int(np.argmax(self.times))]
 
     def to_json(self) -> dict:
+        """Mean/worst/best over the seeds; ``worst_seed`` is the seed of the slowest run.
+        ``hottest_link_flows``: the most flows the slowest run's hottest link carried at once
+        (``worst_seed_flows``, on ``worst_seed_link``) and the mean of that count over the seeds.
+        ``max_link_utilization`` / ``mean_link_utilization`` are averaged over the seeds."""
         t = self.times
         worst = self.worst
-        hot = worst.links.hottest[0] if worst.links.hottest else None
+
+        def hot_flows(r: CollectiveReport) -> int:
+            return r.links.hottest[0]["peak_flows"] if r.links.hottest else 0
+
         return {
             "seeds": [r.routing.seed for r in self.reports],
+            "worst_seed": worst.routing.seed,
             "completion_time_s": {"mean": float(t.mean()), "worst": float(t.max()), "best": float(t.min())},
             "busbw_GBps": {"mean": float(np.mean([r.busbw for r in self.reports])) / 1e9,
                            "worst": worst.busbw / 1e9},
             "max_link_utilization": float(np.mean([r.links.max_utilization for r in self.reports])),
             "mean_link_utilization": float(np.mean([r.links.mean_utilization for r in self.reports])),
-            "hottest_link_flows": {"mean": float(np.mean([r.links.hottest[0]["peak_flows"] if r.links.hottest
-                                                          else 0 for r in self.reports])),
-                                   "worst_seed": hot["peak_flows"] if hot else 0,
-                                   "worst_seed_link": hot["link"] if hot else None},
+            "hottest_link_flows": {"mean": float(np.mean([hot_flows(r) for r in self.reports])),
+                                   "worst_seed_flows": hot_flows(worst),
+                                   "worst_seed_link": worst.links.hottest[0]["link"] if worst.links.hottest
+                                   else None},
             "per_seed": [{"seed": r.routing.seed, "completion_time_s": r.completion_time,
-                          "busbw_GBps": r.busbw / 1e9,
-                          "hottest_link_flows": r.links.hottest[0]["peak_flows"] if r.links.hottest else 0}
+                          "busbw_GBps": r.busbw / 1e9, "hottest_link_flows": hot_flows(r)}
                          for r in self.reports],
         }
 
