@@ -35,8 +35,11 @@ def register(subparsers) -> None:
     z = sub.add_parser("sizes", help="the largest cluster each topology builds from a switch radix")
     z.add_argument("--radix", type=int, default=128)
     z.add_argument("--gpus-per-node", type=int, default=8)
-    z.add_argument("--oversubscription", type=float, default=1.0, help="at the leaf (down:up)")
-    z.add_argument("--top-oversubscription", type=float, default=7.0, help="group-to-spine, 3-tier")
+    z.add_argument("--oversubscription", type=float, default=1.0,
+                   help="downlink:uplink capacity at the leaf (a dragonfly router: GPU ports:global links)")
+    z.add_argument("--top-oversubscription", type=float, default=1.0,
+                   help="downlink:uplink capacity at the middle tier of 3-tier kinds (the article's 28K "
+                   "cluster: 7)")
     z.add_argument("--json", action="store_true")
     z.set_defaults(run=run_sizes)
     m = sub.add_parser("simulate", help="simulate a collective, several jobs, incast or a training step")
@@ -55,7 +58,9 @@ def _topology_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--nodes", type=int, help="servers (default 16 where it applies)")
     g.add_argument("--gpus-per-node", type=int, help="GPUs per server = rails (default 8)")
     g.add_argument("--radix", type=int, help="switch ports (default 128)")
-    g.add_argument("--oversubscription", type=float, help="leaf down:up ports (default 1)")
+    g.add_argument("--oversubscription", type=float, help="downlink:uplink capacity at the leaf (default 1)")
+    g.add_argument("--top-oversubscription", type=float,
+                   help="fat-tree --tiers 3: downlink:uplink capacity at the aggregation tier (default 1)")
     g.add_argument("--spines", type=int)
     g.add_argument("--k", type=int, help="fat-tree switch radix")
     g.add_argument("--tiers", type=int, help="fat-tree tiers: 2 or 3")
@@ -146,8 +151,8 @@ def _spec(args, kind: str):
     if getattr(args, "topology_file", None):
         return TopologySpec.load(args.topology_file)
     params = {}
-    for name in ("nodes", "gpus_per_node", "radix", "oversubscription", "spines", "k", "tiers", "groups",
-                 "routers_per_group", "global_links", "nodes_per_router", "dims"):
+    for name in ("nodes", "gpus_per_node", "radix", "oversubscription", "top_oversubscription", "spines", "k",
+                 "tiers", "groups", "routers_per_group", "global_links", "nodes_per_router", "dims"):
         v = getattr(args, name)
         if v is not None:
             params[name] = _dims(v) if name == "dims" else v
@@ -245,7 +250,8 @@ def run_sizes(args) -> int:
         print_json({"radix": args.radix, "gpus_per_node": args.gpus_per_node, "clusters": rows})
         return 0
     print_table(f"largest cluster from {args.radix}-port switches, {args.gpus_per_node}-GPU servers",
-                ["topology", "GPUs", "switches", "how"], [[r.kind, f"{r.gpus:,}", f"{r.switches:,}", r.how]
+                ["topology", "GPUs", "switches", "how"], [[r.kind, f"{r.gpus:,}" if r.gpus else "-",
+                                                           f"{r.switches:,}" if r.gpus else "-", r.how]
                                                           for r in rows])
     return 0
 
