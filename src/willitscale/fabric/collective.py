@@ -141,10 +141,23 @@ def collective_time(topology: Topology, call: CollectiveCall, routing: Routing |
 class FlowCollectiveModel:
     """A collective's time on the fabric as ``per_byte x size + fixed`` seconds.
 
-    Exact for one collective on an otherwise idle fabric: every flow's size is proportional to
-    the collective's, so each step's max-min rates, its order of flow completions and its
-    latency do not depend on the size; every step lasts ``size x c_k + l_k``. Two simulations
-    (at ``size`` 1 and 2 GB) give the line; :meth:`time` is then numpy-fast for any sizes.
+    Two simulations (at ``size`` 1 and 2 GB) give the line; :meth:`time` is then numpy-fast for
+    any sizes. The line is exact - equal to simulating the call at that size - for one
+    collective on an otherwise idle fabric, because of how the simulator runs a call:
+
+    * every flow's bytes are proportional to the collective's size, and all flows of a step
+      start together, so the step's max-min rates and the order in which its flows finish do
+      not depend on the size: its transfers end at ``size x c_k``;
+    * the call's channels and groups run **in lockstep**: step ``k`` of every channel and group
+      is one phase (:func:`~willitscale.fabric.traffic.call_phases`), and the next step starts
+      when that phase's last byte has arrived, so each step lasts ``size x c_k + l_k`` with
+      ``l_k`` the latency charged at its end (a ring's mean hop latency; otherwise the path
+      latency of the flow that arrives last, the same flow at every size for these collectives).
+
+    Were the channels independent streams (as NCCL runs them), a channel that finished a step
+    early would start its next while others still transfer; how steps overlap would then depend
+    on size against latency, and a line through two sizes would only approximate. Several
+    collectives sharing the fabric are not affine either: use :func:`calls_time`.
     """
 
     call: CollectiveCall  #: the collective at the reference size (1 GB)
