@@ -77,8 +77,8 @@ def _topology_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--advertised", action="store_true",
                    help="catalog links at their advertised rate (default: x their achievable efficiency)")
     g.add_argument("--uplink", help="switch-to-switch link bandwidth (default: as --nic)")
-    g.add_argument("--nic-latency", help="end to end through one switch (default 2us)")
-    g.add_argument("--nvlink-latency", help="GPU to GPU over NVLink (default 1us)")
+    g.add_argument("--nic-latency", help="end to end through one switch (default 2.7us)")
+    g.add_argument("--nvlink-latency", help="GPU to GPU over NVLink (default 0.6us)")
     g.add_argument("--switch-latency", help="added per switch-to-switch hop (default 0.5us)")
 
 
@@ -86,7 +86,7 @@ def _traffic_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("traffic")
     g.add_argument("--collective", default="all_reduce", help="all_reduce, all_gather, reduce_scatter, "
                    "all_to_all, broadcast, reduce, send_recv")
-    g.add_argument("--size", default="1GB", help="bytes per rank, nccl-tests convention (default 1GB)")
+    g.add_argument("--size", default="1GB", help="bytes per rank, nccl-tests convention; with --incast bytes per sender (default 1GB)")
     g.add_argument("--algorithm", help="ring, tree, hierarchical (all_reduce); direct, pairwise (all_to_all)")
     g.add_argument("--placement", choices=("rail", "flat"), default="rail",
                    help="ring order over servers: rail (hops stay on a rail) or flat (GPU index order)")
@@ -307,7 +307,7 @@ def _simulate_collective(args, topo, size, seeds) -> dict:
         rep = sweep.worst
         out = {"op": rep.call.op.value, "size_bytes": size, "ranks": rep.call.ranks,
                "routing": rep.routing.name, **sweep.to_json()}
-    out["traffic_matrix"] = traffic_matrix(rep.result.traffic, topo.gpus).to_json()
+    out["traffic_matrix"] = traffic_matrix(rep.result.traffic, topo).to_json()
     out["_result"] = rep.result  # for --plot; run_simulate takes it out
     return out
 
@@ -358,8 +358,25 @@ def _simulate_streams(args, topo, size, seeds) -> dict:
            "completion_time_s": {"mean": float(times.mean()), "worst": float(times.max())}
            if len(seeds) > 1 else float(times[0]),
            "streams": streams, **link_report(res).to_json(),
-           "traffic_matrix": traffic_matrix(traffic, topo.gpus).to_json(), "_result": res}
+           "traffic_matrix": traffic_matrix(traffic, topo).to_json(), "_result": res}
+    if args.incast:
+        out["incast"] = _incast_summary(topo, traffic, res, seed, args)
     return out
+
+
+def _incast_summary(topo, traffic, res, seed, args) -> dict:
+    """The incast in numbers: fan-in, what one sender alone takes, the slowdown, the receiver link."""
+    from willitscale.fabric.flows import Phase, Stream, Traffic
+    from willitscale.fabric.simulator import simulate
+
+    phase = traffic.streams[0].phases[0]
+    one = Traffic([Stream(name="one", phases=(Phase(src=phase.src[:1], dst=phase.dst[:1],
+                                                    size=phase.size[:1]),))])
+    alone = simulate(topo, one, _routing(args, seed)).completion_time
+    return {"senders": int(phase.flows), "receiver": topo.vertex_names[topo.gpu_vertex[int(phase.dst[0])]],
+            "bytes_per_sender": float(phase.size[0]), "one_sender_time_s": alone,
+            "slowdown_vs_one_sender": res.completion_time / alone if alone > 0 else 1.0,
+            "per_sender_GBps": float(phase.size[0]) / res.completion_time / 1e9}
 
 
 def _print_simulation(out: dict) -> None:
@@ -383,7 +400,12 @@ def _print_simulation(out: dict) -> None:
     if "busbw_GBps" in out and not isinstance(out["busbw_GBps"], dict):
         c.print(f"algbw {out['algbw_GBps']:.1f} GB/s, busbw {out['busbw_GBps']:.1f} GB/s "
                 f"({out['op']}, {out['ranks']} ranks, {out['algorithm']}, {out['channels']} channel(s))")
-    if "streams" in out:
+    inc = out.get("incast")
+    if inc:
+        c.print(f"incast: {inc['senders']} senders x {inc['bytes_per_sender'] / 1e9:g} GB into {inc['receiver']}: "
+                f"{inc['slowdown_vs_one_sender']:.2f}x the {format_time(inc['one_sender_time_s'])} of one sender "
+                f"alone; each sender gets {inc['per_sender_GBps']:.3g} GB/s")
+    if len(out.get("streams", ())) > 1:
         print_table("streams", ["stream", "time", "alone", "slowdown"],
                     [[s["stream"], format_time(s["time_s"]), format_time(s["alone_time_s"]),
                       f"{s['slowdown']:.2f}x"] for s in out["streams"]])
@@ -399,5 +421,9 @@ def _print_simulation(out: dict) -> None:
     if tm:
         c.print(f"GPU pairs carrying traffic: {tm['gpu_pairs_with_traffic']:,} of {tm['gpu_pairs']:,} "
                 f"({1 - tm['idle_gpu_pair_share']:.2%}); idle {tm['idle_gpu_pair_share']:.2%}")
+        by, share = tm.get("gpu_pairs_with_traffic_by_placement"), tm.get("byte_share_by_placement")
+        if by:
+            c.print(f"  {by['same_server']:,} inside servers, {by['same_rail']:,} across servers on one rail, "
+                    f"{by['cross_rail']:,} across rails ({share['cross_rail']:.1%} of the bytes)")
     for a in out["assumptions"]:
         c.print(f"[dim]assumption:[/dim] {a}")
