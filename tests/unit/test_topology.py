@@ -240,3 +240,14 @@ def test_every_route_delivers_all_bytes():
         into_dst = np.bincount(r.flow, weights=r.frac * (t.link_dst[r.link] == t.gpu_vertex[dst[r.flow]]),
                                minlength=40)
         assert np.allclose(into_dst, 1.0)
+
+
+def test_dragonfly_reports_uneven_cables_between_group_pairs():
+    # 4 groups x 4 routers x 2 global links = 8 global ports per group for 3 peers: two rounds of
+    # one cable per pair use 6 ports; the third round reaches (0,1), (0,2), (1,2) before groups 0
+    # and 1 run out (group 2 too after (1,2)), so those pairs have 3 cables and the others 2
+    t = dragonfly(groups=4, routers_per_group=4, global_links=2, gpus_per_node=1)
+    assert (t.params["cables_per_group_pair_min"], t.params["cables_per_group_pair_max"]) == (2, 3)
+    # a single leaf (one rail, few servers) has no uplinks and reports none
+    one = rail_optimized(nodes=4, gpus_per_node=1, oversubscription=4)
+    assert one.params["uplinks_per_leaf"] == 0 and "effective_oversubscription" not in one.params

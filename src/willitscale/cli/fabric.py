@@ -99,6 +99,9 @@ def _traffic_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--job-layout", choices=("packed", "interleaved"), default="packed")
     g.add_argument("--incast", type=int, metavar="N", help="N GPUs on other servers all send --size to GPU 0")
     g.add_argument("--step", action="store_true", help="one training step's TP/CP/EP/PP/DP traffic")
+    g.add_argument("--order", default="tp,cp,ep,dp,pp",
+                   help="with --step: rank nesting, innermost first (default Megatron-LM's tp,cp,ep,dp,pp; "
+                   "tp,cp,ep,pp,dp keeps a model copy on neighbouring servers and spreads DP widest)")
     for d in ("tp", "cp", "ep", "dp", "pp"):
         g.add_argument(f"--{d}", type=int, default=1, help=f"{d.upper()} degree (with --step)")
         g.add_argument(f"--{d}-bytes", default="0", help=f"bytes per {d.upper()} operation per GPU")
@@ -325,7 +328,8 @@ def _step_traffic(args, topo, size):
     if args.jobs > 1:
         return jobs_traffic(topo, args.jobs, args.collective, size, layout=args.job_layout,
                             algorithm=args.algorithm, placement=args.placement, channels=args.channels)
-    layout = ParallelLayout(tp=args.tp, cp=args.cp, ep=args.ep, dp=args.dp, pp=args.pp)
+    order = tuple(x.strip().lower() for x in str(args.order).split(","))
+    layout = ParallelLayout(tp=args.tp, cp=args.cp, ep=args.ep, dp=args.dp, pp=args.pp, order=order)
     kw = {f"{d}_bytes": parse_size(getattr(args, f"{d}_bytes"), field=f"--{d}-bytes") for d in
           ("tp", "cp", "ep", "pp", "dp")}
     kw.update({f"{d}_count": getattr(args, f"{d}_count") for d in ("tp", "cp", "ep", "pp")})

@@ -99,9 +99,10 @@ def rail_optimized(*, nodes: int, gpus_per_node: int = 8, radix: int = 128,
                     for _ in range(parallel):
                         _uplink(b, lf, s, links, "leaf", "spine")
     params = {"nodes": nodes, "gpus_per_node": g, "radix": radix, "oversubscription": oversubscription,
-              "leaves_per_rail": per_rail, "nodes_per_leaf": down, "uplinks_per_leaf": up,
-              "spines": n_spines if leaves > 1 else 0, "links_per_leaf_spine_pair": parallel,
-              "effective_oversubscription": down * links.nic_bandwidth / (up * links.switch_bandwidth)}
+              "leaves_per_rail": per_rail, "nodes_per_leaf": down, "uplinks_per_leaf": up if leaves > 1 else 0,
+              "spines": n_spines if leaves > 1 else 0, "links_per_leaf_spine_pair": parallel if leaves > 1 else 0}
+    if leaves > 1:  # one leaf alone has no uplinks to oversubscribe
+        params["effective_oversubscription"] = down * links.nic_bandwidth / (up * links.switch_bandwidth)
     return b.build(kind="rail-optimized", params=params, gpus_per_node=g, assumptions=links.assumptions())
 
 
