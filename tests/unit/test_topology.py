@@ -128,6 +128,9 @@ def test_oversubscription_is_taken_at_the_leaf_by_every_switched_kind():
         assert blocking.gpus == max_cluster(kind, radix=128).gpus * 112 // 64, kind
         assert (blocking.layout["leaf_down"], blocking.layout["leaf_up"]) == (112, 16)
     assert max_cluster("fat-tree-3", radix=128, oversubscription=7).gpus == 128 * 64 * 112  # 917,504
+    # rail-only has no uplinks: the ratio changes nothing, and the row says so
+    rail_only_7 = max_cluster("rail-only", radix=128, oversubscription=7)
+    assert rail_only_7.gpus == 1024 and "no oversubscription" in rail_only_7.how
     # the middle tier's ratio is top_oversubscription: 112 leaves per pod under 64 aggregation
     # switches with 16 uplinks each, 64 x 16 = 1,024 cores of 128 ports
     top = max_cluster("fat-tree-3", radix=128, top_oversubscription=7)

@@ -86,7 +86,8 @@ def _traffic_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("traffic")
     g.add_argument("--collective", default="all_reduce", help="all_reduce, all_gather, reduce_scatter, "
                    "all_to_all, broadcast, reduce, send_recv")
-    g.add_argument("--size", default="1GB", help="bytes per rank, nccl-tests convention; with --incast bytes per sender (default 1GB)")
+    g.add_argument("--size", default="1GB",
+                   help="bytes per rank, nccl-tests convention; with --incast bytes per sender (default 1GB)")
     g.add_argument("--algorithm", help="ring, tree, hierarchical (all_reduce); direct, pairwise (all_to_all)")
     g.add_argument("--placement", choices=("rail", "flat"), default="rail",
                    help="ring order over servers: rail (hops stay on a rail) or flat (GPU index order)")
@@ -252,7 +253,10 @@ def run_sizes(args) -> int:
     if args.json:
         print_json({"radix": args.radix, "gpus_per_node": args.gpus_per_node, "clusters": rows})
         return 0
-    print_table(f"largest cluster from {args.radix}-port switches, {args.gpus_per_node}-GPU servers",
+    ratios = "".join(f", {r:g}:1 {where}" for r, where in ((args.oversubscription, "at the leaf"),
+                                                          (args.top_oversubscription, "at the middle tier"))
+                     if r != 1)
+    print_table(f"largest cluster from {args.radix}-port switches, {args.gpus_per_node}-GPU servers{ratios}",
                 ["topology", "GPUs", "switches", "how"], [[r.kind, f"{r.gpus:,}" if r.gpus else "-",
                                                            f"{r.switches:,}" if r.gpus else "-", r.how]
                                                           for r in rows])

@@ -35,7 +35,8 @@ class FlowNetwork:
         if self.oversubscription != 1.0 and "oversubscription" not in KIND_PARAMS[self.topology]:
             raise ConfigError(f"oversubscription does not apply to a {self.topology} fabric")
         if not self.oversubscription >= 1:
-            raise ConfigError("oversubscription", self.oversubscription, "a ratio >= 1 (down:up at the leaf)")
+            raise ConfigError("oversubscription", self.oversubscription,
+                              "a ratio >= 1 (downlink:uplink capacity at the leaf)")
         if self.routing not in ROUTINGS:
             raise ConfigError("routing", self.routing, "one of " + ", ".join(ROUTINGS))
 

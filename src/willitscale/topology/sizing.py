@@ -177,9 +177,10 @@ def max_cluster(kind: str, *, radix: int, gpus_per_node: int = 8, oversubscripti
     g, s = int(gpus_per_node), _ratio(oversubscription)
     s_top = _ratio(top_oversubscription, "top_oversubscription")
     if kind == "rail-only":
-        return ClusterSize(kind=kind, gpus=k * g, switches=g,
-                           how=f"{g} rail switches x {k} ports, one server per port (a rail of one switch)",
-                           layout={"rail_switches": g, "servers": k})
+        how = f"{g} rail switches x {k} ports, one server per port (a rail of one switch)"
+        if s != 1:
+            how += "; no uplinks, so no oversubscription"
+        return ClusterSize(kind=kind, gpus=k * g, switches=g, how=how, layout={"rail_switches": g, "servers": k})
     if kind in ("rail-optimized", "fat-tree-2"):
         return _two_tier(kind, k, g, s)
     if kind in ("fat-tree-3", "rail-optimized-3"):
