@@ -1,17 +1,19 @@
 """How fast the collective cost models evaluate a batch (size x ranks grid) vs one call at a time.
 
-Run: python benchmarks/collectives_vectorized.py [N]. For each all-reduce algorithm and for
-fastest(), reports evaluations/s for one batch call over N (size, ranks) pairs and for a Python
-loop over the first 500, and their ratio, measured in this one run.
+Run: python benchmarks/collectives_vectorized.py [N] [--long]. For each all-reduce algorithm and
+for fastest(), reports evaluations/s for one batch call over N (size, ranks) pairs (default
+200,000; --long 2,000,000) and for a Python loop over the first 500 (--long 5,000), and their
+ratio, measured in this one run.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 import numpy as np
 
+from _headlines import Headline, emit, long_flag
 from willitscale.collectives import Hierarchy, LinkCost, collective_cost, fastest
 
 FLAT = LinkCost(bandwidth=50e9, latency=5e-6)
@@ -37,7 +39,13 @@ def rate(fn, sizes, ranks, loop: int) -> tuple[float, float]:
     return batch, single
 
 
-def main(n: int = 200_000) -> None:
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("n", type=int, nargs="?", help="(size, ranks) pairs in the batch")
+    long_flag(ap)
+    args = ap.parse_args(argv)
+    n = args.n or (2_000_000 if args.long else 200_000)
+    loop = 5_000 if args.long else 500
     sizes, ranks = grid(n)
     cases = {
         "ring (flat)": lambda s, r: collective_cost("all_reduce", "ring", s, r, FLAT),
@@ -46,10 +54,17 @@ def main(n: int = 200_000) -> None:
         "fastest (2 levels)": lambda s, r: fastest("all_reduce", s, r, TWO),
     }
     print(f"{'case':26s} {'batch/s':>12s} {'loop/s':>10s} {'ratio':>7s}")
+    rates = {}
     for name, fn in cases.items():
-        batch, single = rate(fn, sizes, ranks, loop=500)
+        batch, single = rate(fn, sizes, ranks, loop=loop)
+        rates[name] = (batch, single)
         print(f"{name:26s} {batch:12.3g} {single:10.3g} {batch / single:7.0f}x")
+    batch, single = rates["fastest (2 levels)"]
+    emit([Headline("fastest() over 2 levels, batched", batch, "evaluations/s"),
+          Headline("fastest() batched vs one call at a time", batch / single, "x", digits=3),
+          Headline("ring cost batched vs one call at a time",
+                   rates["ring (flat)"][0] / rates["ring (flat)"][1], "x")])
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 200_000)
+    main()

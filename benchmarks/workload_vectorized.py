@@ -1,17 +1,19 @@
 """How fast the workload functions evaluate a batch of plans, vs one plan at a time.
 
-Run: python benchmarks/workload_vectorized.py [N]. Reports plans/s for a batch of N plans
-(seq_len, micro-batch, tp, sequence parallelism, recomputation, ZeRO stage, dp all varying)
-and for a Python loop over the first 2,000, and their ratio, measured in this one run.
+Run: python benchmarks/workload_vectorized.py [N] [--long]. Reports plans/s for a batch of N
+plans (default 100,000; --long 1,000,000; seq_len, micro-batch, tp, sequence parallelism,
+recomputation, ZeRO stage, dp all varying) and for a Python loop over the first 2,000 (--long
+20,000), and their ratio, measured in this one run.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 import numpy as np
 
+from _headlines import Headline, emit, long_flag
 from willitscale.workload import activation_memory, get_model, state_bytes_per_gpu, training_flops
 from willitscale.workload.params import layer_params_per_tp_rank
 
@@ -38,15 +40,19 @@ def evaluate(model, p) -> float:
     return np.sum(flops) + np.sum(act) + np.sum(state)
 
 
-def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("n", type=int, nargs="?", help="plans in the batch")
+    long_flag(ap)
+    args = ap.parse_args(argv)
+    n = args.n or (1_000_000 if args.long else 100_000)
     model = get_model("llama3-70b")
     batch = plans(n)
     evaluate(model, plans(10))  # warm up imports
     t0 = time.perf_counter()
     evaluate(model, batch)
     batched = n / (time.perf_counter() - t0)
-    k = min(n, 2_000)
+    k = min(n, 20_000 if args.long else 2_000)
     one_at_a_time = [{key: v[i].item() for key, v in batch.items()} for i in range(k)]
     t0 = time.perf_counter()
     for p in one_at_a_time:
@@ -55,6 +61,8 @@ def main() -> None:
     print(f"batched: {batched:,.0f} plans/s ({n:,} plans)")
     print(f"looped:  {looped:,.0f} plans/s ({k:,} plans)")
     print(f"ratio:   {batched / looped:,.0f}x")
+    emit([Headline("workload (FLOPs, activations, state) batched", batched, "plans/s"),
+          Headline("batched vs one plan at a time", batched / looped, "x")])
 
 
 if __name__ == "__main__":

@@ -114,6 +114,7 @@ _EXPORTS: dict[str, str] = {
     "StepEstimate": "willitscale.plan.result",
     "scaling_rows": "willitscale.plan.scaling",
     "least_link_bandwidth": "willitscale.plan.requirements",
+    "link_requirement": "willitscale.plan.requirements",
     "required_node_bandwidth": "willitscale.plan.requirements",
     "gpus_for_deadline": "willitscale.plan.sizing",
     "gpus_to_hold_state": "willitscale.plan.sizing",

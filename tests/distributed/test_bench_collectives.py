@@ -45,3 +45,18 @@ def test_acceptance_invocation_shape(cli):
         assert r["wrong"] == 0
         # 2 ranks: busbw = algbw x 2(2-1)/2 = algbw = size / time
         assert r["busbw_GBps"] == pytest.approx(r["size_bytes"] / (r["time_us"] * 1e-6) / 1e9)
+
+
+def test_plot_draws_the_measured_sweep_and_says_what_predicts_it(tmp_path, capfd):
+    pytest.importorskip("matplotlib")
+    from willitscale.cli.main import main
+
+    figs = tmp_path / "figs"
+    code = main(["bench", "collectives", "--nproc", "2", "--ops", "all_reduce", "-b", "64kB",
+                 "-e", "256kB", "-n", "2", "-w", "1", "--plot", str(figs)])
+    err = capfd.readouterr().err  # rank 0 is a child process: its stderr is the fd's
+    assert code == 0, err
+    assert {p.name for p in figs.iterdir()} == {"busbw.png", "busbw.svg"}
+    # 2 CPU ranks on one node, no calibration: nothing can predict it, and the message says why
+    assert "no prediction: no calibration yet; cpu is not a catalog GPU" in err
+    assert "measured: all_reduce, 2 ranks" in (figs / "busbw.svg").read_text()

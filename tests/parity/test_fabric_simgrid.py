@@ -1,7 +1,7 @@
 """Cross-check against SimGrid (optional: skipped unless a Python with simgrid is found).
 
 Both are flow-level max-min fair simulators, SimGrid configured as plain CM02 (see
-benchmarks/fabric_simgrid.py). They differ in one modelling choice: SimGrid makes a transfer
+tests/parity/simgrid_worker.py). They differ in one modelling choice: SimGrid makes a transfer
 wait its route latency *before* it starts taking bandwidth, willitscale adds the latency
 *after* the last byte. A lone flow takes latency + size/bandwidth in both; flows sharing links
 could overlap differently by up to a route latency per step; in these cases they agree to 1e-8.
@@ -22,7 +22,8 @@ from willitscale.fabric.export import scenario
 from willitscale.fabric.traffic import collective_traffic
 from willitscale.topology import fat_tree, parse_routing, rail_optimized
 
-WORKER = Path(__file__).resolve().parents[2] / "benchmarks" / "fabric_simgrid.py"
+#: runs one exported scenario in SimGrid (with the Python that has it, often not this one)
+WORKER = Path(__file__).resolve().with_name("simgrid_worker.py")
 
 
 def _simgrid_python():

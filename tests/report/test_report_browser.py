@@ -120,6 +120,23 @@ def test_report_renders_in_headless_chromium(acceptance_html, tmp_path):
         shutil.copy(acceptance_html, Path(target) / "report.html")
 
 
+def test_a_report_with_the_planners_plans_renders(tmp_path):
+    # a model with a shape and no parallel layout: the report adds the planner's best plans
+    # (tests/report/test_report_plans.py checks the contents; here, that the page renders)
+    exe = _chromium()
+    from willitscale.cli.main import main
+
+    page = tmp_path / "plans.html"
+    assert main(["report", "--model", "gpt2-xl", "--gpu", "h100", "--nodes", "4",
+                 "--gpus-per-node", "8", "--inter-node", "100Gbps", "--seq-len", "1024",
+                 "--global-batch", "256", "--html", str(page)]) == 0
+    result = _probe(exe, page, tmp_path / "profile")
+    assert result["errors"] == []
+    plans = [i for i in result["images"] if i["alt"] == "Best parallel plans"]
+    assert len(plans) == 1
+    assert plans[0]["complete"] and plans[0]["naturalWidth"] > 300 and plans[0]["height"] > 100
+
+
 def test_the_probe_catches_a_broken_chart_and_a_console_error(tmp_path):
     # the check above must be able to fail: a corrupt image and a console error are reported
     exe = _chromium()

@@ -76,10 +76,19 @@ def test_pcie_only_multi_gpu_works():
     assert c.node.usable_intra_bandwidth == pytest.approx(16 * 16e9 * 128 / 130 / 8)
 
 
-def test_more_gpus_than_a_baseboard_is_allowed_and_noted():
+def test_more_gpus_than_a_baseboard_is_allowed_with_a_warning():
+    # an NVL72 rack is one 72-GPU NVLink domain: allowed, but said out loud (not only noted)
     c = build_cluster(gpu="h100", gpus_per_node=72)
     assert c.gpus == 72
-    assert any("one switched NVLink domain" in a for a in c.assumptions)
+    assert any("one switched NVLink domain" in w and "--nodes" in w for w in c.warnings)
+
+
+def test_an_absurd_node_is_a_clear_error():
+    # review B12: --gpus-per-node 1000 --gpu h100 silently built a 1000-GPU NVSwitch node. The
+    # largest NVLink domain NVIDIA specifies is 576 GPUs (fifth-generation NVLink Switch)
+    with pytest.raises(ConfigError, match="gpus_per_node.*1000.*at most 576"):
+        build_cluster(gpu="h100", gpus_per_node=1000)
+    assert build_cluster(gpu="h100", gpus_per_node=576).gpus == 576
 
 
 def test_fewer_gpus_of_a_preset_node():

@@ -28,10 +28,11 @@ class Job:
     json: bool = False
     label: str = ""
     store: bool = True
+    plot: str = ""  #: folder rank 0 draws the figures into (collectives: busbw vs size)
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "options": self.options.to_json(), "json": self.json,
-                "label": self.label, "store": self.store}
+                "label": self.label, "store": self.store, "plot": self.plot}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Job:
@@ -40,7 +41,7 @@ class Job:
             raise ConfigError("kind", kind, "one of " + ", ".join(OPTION_TYPES))
         return cls(kind=kind, options=OPTION_TYPES[kind].from_json(data["options"]),
                    json=bool(data.get("json")), label=str(data.get("label", "")),
-                   store=bool(data.get("store", True)))
+                   store=bool(data.get("store", True)), plot=str(data.get("plot") or ""))
 
 
 @dataclass(slots=True, kw_only=True)

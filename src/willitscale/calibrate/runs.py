@@ -8,7 +8,7 @@ from typing import Any
 from willitscale.bench.records import row_from_json
 from willitscale.errors import ConfigError
 
-__all__ = ["MeasuredRun", "measured_run", "TORCH_TO_DTYPE"]
+__all__ = ["MeasuredRun", "measured_run", "run_from_environment", "TORCH_TO_DTYPE"]
 
 #: torch dtype names -> the hardware catalog's (hardware.model.DTYPES)
 TORCH_TO_DTYPE = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64"}
@@ -49,13 +49,20 @@ class MeasuredRun:
 
 def measured_run(stored) -> MeasuredRun:
     """From a :class:`~willitscale.bench.store.StoredRun`."""
-    info, env = stored.info, stored.info.environment
+    info = stored.info
+    return run_from_environment(info.environment, kind=info.kind, rows=stored.rows, id=info.id,
+                                started_at=info.started_at)
+
+
+def run_from_environment(env, *, kind: str, rows=(), id: int = 0, started_at: str = "") -> MeasuredRun:
+    """From a run's environment record (``bench``'s, before or without storing it) and its rows
+    as JSON records."""
     rpn = env.get("ranks_per_node")
     if not isinstance(rpn, int):
-        raise ConfigError(f"run {info.id} has uneven ranks per node ({rpn}); it cannot be calibrated")
+        raise ConfigError(f"run {id} has uneven ranks per node ({rpn}); it cannot be calibrated")
     emulated = env.get("emulated") or {}
     return MeasuredRun(
-        id=info.id, kind=info.kind, started_at=info.started_at, backend=env.get("backend", ""),
+        id=id, kind=kind, started_at=started_at, backend=env.get("backend", ""),
         ranks=int(env.get("world_size", 0)), nodes=int(env.get("nodes", 0)), ranks_per_node=rpn,
         devices=tuple(env.get("devices") or ()), uplink=emulated.get("uplink_Bps"),
-        rows=tuple(row_from_json(info.kind, r) for r in stored.rows))
+        rows=tuple(row_from_json(kind, r) for r in rows))

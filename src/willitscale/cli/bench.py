@@ -1,5 +1,10 @@
 """``willitscale bench collectives|matmul|train``: measure this machine or cluster.
 
+What does this machine or cluster really achieve? Collective sweeps with nccl-tests' semantics
+(algbw, busbw, a correctness count), matmul FLOP/s, and a DDP training step split into its
+parts, through torch.distributed (NCCL on GPUs, Gloo on CPUs). Every run is kept in the results
+store. docs/measure.md.
+
 Three ways to start the ranks: ``--nproc N`` here (the built-in spawner), ``torchrun ... -m
 willitscale.bench <kind> ...`` (each process is one worker), or inside ``willitscale
 emulate`` (which tells the spawner its node's place). Rank 0 stores each row as it is measured
@@ -27,14 +32,41 @@ _KINDS = {
     "train": (add_train_args, "a DDP training step of a GPT-2-family model, and its parts"),
 }
 
+#: what each benchmark answers, and examples
+_ABOUT = {
+    "collectives": ("What bus bandwidth do the collectives reach over message sizes, and is every "
+                    "element right? A sweep with nccl-tests' semantics: barrier, timer, iters ops, "
+                    "sync; algbw = size / time, busbw = algbw x the op's factor; #wrong counts "
+                    "elements off the exact expectation.",
+                    ("willitscale bench collectives --nproc 8 --ops all_reduce -b 1MB -e 1GB --plot figs",
+                     "torchrun --standalone --nproc-per-node=gpu -m willitscale.bench collectives "
+                     "-b 1MB -e 1GB",
+                     "willitscale bench collectives --nproc 2 --ops all -b 1kB -e 64kB --mode both")),
+    "matmul": ("What FLOP/s do matrix products reach on these devices, per size and dtype? (On a "
+               "CPU the best is the peak calibration uses.)",
+               ("willitscale bench matmul --nproc 1 --sizes 4096,8192 --dtypes bf16,fp32",
+                "willitscale bench matmul --sizes 4096x4096x1024")),
+    "train": ("How long does a real DDP training step take here, and how much of its gradient "
+              "all-reduce does backward hide? A GPT-2-family model trained with "
+              "DistributedDataParallel: step, forward, backward, optimizer, and backward under "
+              "no_sync for the exposed communication.",
+              ("willitscale bench train --nproc 8 --model gpt2 --seq-len 1024 --batch 8 "
+               "--dtype bfloat16",
+               "willitscale bench train --nproc 2 --model gpt2-tiny")),
+}
+
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("bench", help="measure collectives, matmul or a DDP step",
-                                   description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    from willitscale.cli.helptext import examples
+
+    parser = subparsers.add_parser(
+        "bench", help="what this cluster achieves: collective busbw, matmul FLOP/s, a DDP step",
+        description=__doc__.split("\n\n", 1)[1].replace("``", ""),
+        epilog=examples(*(about[1][0] for about in _ABOUT.values())))
     kinds = parser.add_subparsers(dest="bench_kind", metavar="BENCH", parser_class=type(parser))
     for kind, (add_args, help_text) in _KINDS.items():
-        p = kinds.add_parser(kind, help=help_text, description=help_text)
+        about, shown = _ABOUT[kind]
+        p = kinds.add_parser(kind, help=help_text, description=about, epilog=examples(*shown))
         add_args(p)
         launch = p.add_argument_group("launching (ignored under torchrun)")
         launch.add_argument("--nproc", type=int, default=None,
@@ -48,6 +80,11 @@ def register(subparsers) -> None:
         out.add_argument("--json", action="store_true", help="print the rows as JSON")
         out.add_argument("--label", default="", help="a note stored with the run")
         out.add_argument("--no-store", action="store_true", help="do not keep the run in the store")
+        if kind == "collectives":
+            out.add_argument("--plot", metavar="DIR",
+                             help="also draw busbw vs message size, measured and predicted (the "
+                                  "latest calibration, else the catalog), as PNG and SVG into DIR "
+                                  "(needs matplotlib: pip install 'willitscale[plot]')")
         p.set_defaults(run=functools.partial(run, kind))
 
 
@@ -57,8 +94,13 @@ def run(kind: str, args: argparse.Namespace) -> int:
     payload = os.environ.get(OPTIONS_ENV)
     if payload:  # a worker started by our spawner
         return _run_worker(Job.from_json(json.loads(payload)))
+    plot = getattr(args, "plot", None) or ""
+    if plot:  # before any work: a missing matplotlib stops here, not after the sweep
+        from willitscale.report.plots.base import require_matplotlib
+
+        require_matplotlib()
     job = Job(kind=kind, options=options_from_args(kind, args), json=args.json, label=args.label,
-              store=not args.no_store)
+              store=not args.no_store, plot=os.path.abspath(plot) if plot else "")
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # a worker started by torchrun
         return _run_worker(job)
     from willitscale.bench.dist import import_torch
@@ -90,6 +132,11 @@ def _run_worker(job) -> int:
         caption = (f"{env.get('world_size')} ranks on {env.get('nodes')} node(s), "
                    f"{env.get('backend')}, {', '.join(env.get('devices') or [])}")
         print_table(title, columns, rows, units=units, caption=caption)
+    if job.plot and result.rows:
+        from willitscale.cli.plot_flag import collective_plots
+
+        collective_plots(job.plot, dict(result.environment or {}),
+                         [r.to_json() for r in result.rows], run_id=result.run_id)
     if result.run_id is not None:
         print(f"stored as run {result.run_id}: willitscale results show {result.run_id}",
               file=sys.stderr)

@@ -1,6 +1,7 @@
 """``willitscale calibrate [RUN_ID ...] [-o FILE]``: fit the model to stored measurements.
 
-Collective sweeps give each link level's latency (alpha) and bandwidth; matmul runs give a
+Which link latency and bandwidth, and which compute efficiency, make the model match what was
+measured? Collective sweeps give each link level's latency (alpha) and bandwidth; matmul runs give a
 device's peak rate when the catalog has none (a CPU); training runs give the compute
 efficiency and the optimizer's time per parameter. With no run ids, the latest stored run.
 The result is a TOML file for ``willitscale estimate --calibration FILE`` and ``willitscale
@@ -17,8 +18,14 @@ __all__ = ["register"]
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("calibrate", help="fit link and compute figures to stored runs",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from willitscale.cli.helptext import examples
+
+    p = subparsers.add_parser("calibrate", help="the link and compute figures that fit the stored measurements",
+                              description=__doc__.split("\n\n", 1)[1].replace("``", ""), epilog=examples(
+                                  "willitscale calibrate",
+                                  "willitscale calibrate 3 4 5 -o cluster.toml",
+                                  "willitscale estimate --model gpt2 --nodes 2 --calibration "
+                                  "cluster.toml"))
     p.add_argument("run_ids", type=int, nargs="*", metavar="RUN_ID",
                    help="stored runs to fit (default: the latest run)")
     p.add_argument("-o", "--output", default=None,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "time, algbw/busbw, rounds and traffic of one collective under each algorithm"
+HELP = "how long one collective takes under each algorithm; its algbw and busbw"
 
 DESCRIPTION = """\
+How long does one collective take, under which algorithm, and what busbw does that make?
 Alpha-beta cost of one collective (all_reduce, reduce_scatter, all_gather, broadcast, reduce,
 all_to_all, send_recv) under each algorithm that can run it, and which one is fastest.
 --size follows nccl-tests: all_gather's gathered output, reduce_scatter's input, all_to_all's
@@ -15,8 +16,13 @@ named default is used and the output says so. Formulas and sources: docs/collect
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("collective", help=HELP, description=DESCRIPTION,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    from willitscale.cli.helptext import examples
+
+    p = subparsers.add_parser("collective", help=HELP, description=DESCRIPTION, epilog=examples(
+        "willitscale collective all_reduce --size 1GB --ranks 64 --node dgx-h100",
+        "willitscale collective all_gather --size 256MB --ranks 8 --link nvlink4",
+        "willitscale collective all_reduce --size 97.5MB --ranks 256 --bandwidth 400Gbps "
+        "--latency 5us --algorithm ring"))
     p.add_argument("op", help="all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all or send_recv")
     p.add_argument("--size", required=True, help="bytes, e.g. 1GB, 97.5MB, 64MiB (nccl-tests convention)")
     p.add_argument("--ranks", required=True, help="number of ranks (GPUs), e.g. 8 or 256")

@@ -1,6 +1,6 @@
 """``willitscale emulate --nodes N --ranks-per-node R --uplink RATE -- COMMAND``.
 
-Builds N network namespaces joined by a bridge, each node's uplink shaped to RATE (one
+How do the benchmarks behave across nodes, without a cluster? Builds N network namespaces joined by a bridge, each node's uplink shaped to RATE (one
 direction, e.g. 200Mbit = 25 MB/s) with tc tbf, runs COMMAND once per node inside it (``willitscale
 bench ...`` starts R ranks there), and tears everything down afterwards. Needs root and iproute2.
 """
@@ -15,9 +15,16 @@ __all__ = ["register"]
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("emulate", help="run a command on an emulated cluster of network "
-                              "namespaces with shaped links (root)", description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    from willitscale.cli.helptext import examples
+
+    p = subparsers.add_parser("emulate", help="an emulated cluster of network namespaces with "
+                              "shaped links (root)", description=__doc__.split("\n\n", 1)[1].replace("``", ""),
+                              epilog=examples(
+                                  "sudo willitscale emulate --nodes 2 --ranks-per-node 1 "
+                                  "--uplink 200Mbit -- willitscale bench collectives "
+                                  "--ops all_reduce -b 4MB -e 32MB",
+                                  "sudo willitscale emulate --nodes 2 --ranks-per-node 2 "
+                                  "--uplink 1Gbit -- willitscale bench train --model gpt2-tiny"))
     p.add_argument("--nodes", type=int, default=2, help="emulated nodes (default 2)")
     p.add_argument("--ranks-per-node", type=int, default=1, help="ranks on each node (default 1)")
     p.add_argument("--uplink", default="1Gbit",

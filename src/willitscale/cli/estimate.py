@@ -17,7 +17,7 @@ HELP = "predict one training step: time, breakdown, MFU, memory, bottleneck, tim
 #: The main job's scenario: the handbook chapter's 2B model (seeds/000) on 8 x A100 80GB nodes
 #: with 200 Gb/s per node, 2 samples of 2048 tokens per GPU, full recomputation, HFU 0.5.
 DEFAULT_SETTINGS = {
-    "name": "the handbook's 2B model on A100 nodes with 200 Gb/s per node (seeds/000)",
+    "name": "the handbook's 2B model (Bekman's networking chapter) on A100 nodes with 200 Gb/s per node",
     "params": 2e9, "gpu": "a100-80gb", "gpus_per_node": 8, "inter_node": "200Gbps",
     "micro_batch": 2, "seq_len": 2048, "hfu": 0.5, "recompute": "full",
 }

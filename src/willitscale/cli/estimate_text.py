@@ -62,7 +62,9 @@ def _memory_line(m) -> str:
     acts = "?" if m.activations is None else gib(m.activations)
     where = f" ({escape(m.stage)})" if m.stage else ""
     buffers = f" · buffers {gib(m.buffers)}" if m.buffers else ""
-    return (f"[bold]Memory per GPU[/bold]{where} {gib(m.total)} of {gib(m.capacity)}: {verdict}\n"
+    room = (f"{gib(m.capacity)}" if m.fraction >= 1 else
+            f"{gib(m.limit)} usable ({m.fraction:g} x {gib(m.capacity)})")
+    return (f"[bold]Memory per GPU[/bold]{where} {gib(m.total)} of {room}: {verdict}\n"
             f"  weights {gib(m.weights)} · gradients {gib(m.gradients)} · optimizer "
             f"{gib(m.optimizer)} · activations {acts}{buffers}  ({escape(m.convention)})")
 
@@ -83,13 +85,17 @@ def _communication(est, out) -> None:
                              f"{format_time(op.exposed)} exposed"))
             out.print(escape(f"       {op.group}"), style="dim")
         return
+    if est.gpus == 1:
+        out.print("[bold]Communication[/bold] none: one GPU has no gradients to synchronise")
+        return
     out.print(f"[bold]Communication[/bold] {format_time(est.comms)} per step: "
               f"{format_time(est.exposed_comms)} exposed, "
               f"{format_time(est.comms - est.exposed_comms)} hidden under backward")
     for op in est.comm_ops:
         out.print(escape(f"  {op.name}: {format_size(op.bytes)} in {op.calls} bucket(s) over "
                          f"{op.ranks} GPUs; {op.algorithm}"))
-        out.print(escape(f"  crosses {' -> '.join(op.links)}"))
+        if op.links:
+            out.print(escape(f"  crosses {' -> '.join(op.links)}"))
 
 
 def _pipeline_and_groups(est, out) -> None:

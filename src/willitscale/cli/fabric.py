@@ -18,21 +18,45 @@ KINDS = ("rail-optimized", "rail-only", "fat-tree", "dragonfly", "torus", "nvswi
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("fabric", help="build fabric topologies and simulate traffic on them",
-                              description="Fabric topologies as data and a flow-level simulator.")
+    from willitscale.cli.helptext import examples
+
+    p = subparsers.add_parser(
+        "fabric", help="what traffic really gets on a shared fabric: link loads, ECMP collisions, incast",
+        description="What does a collective really get when its flows share a fabric? Topologies "
+                    "as data (rail-optimized, rail-only, fat-tree, dragonfly, torus, one NVSwitch "
+                    "node) and a flow-level simulator: every flow routed (ECMP, spraying, "
+                    "adaptive, rail), links shared max-min fairly, link loads, collisions, "
+                    "incast and jobs side by side. docs/fabric.md.",
+        epilog=examples("willitscale fabric simulate --topology rail-optimized --nodes 16 --size 1GB",
+                        "willitscale fabric build fat-tree --k 16 --save ft.json",
+                        "willitscale fabric sizes --radix 64"))
     sub = p.add_subparsers(dest="fabric_command", metavar="SUBCOMMAND")
-    b = sub.add_parser("build", help="build a topology and print its links and sizes")
+    b = sub.add_parser("build", help="build a topology and print its links and sizes",
+                       description="What does this topology contain? Its servers, switches and "
+                                   "links with their capacity and latency; --save keeps the spec "
+                                   "for show and simulate --topology-file.",
+                       epilog=examples("willitscale fabric build rail-optimized --nodes 4 "
+                                       "--gpus-per-node 8",
+                                       "willitscale fabric build fat-tree --k 16 --oversubscription 4 "
+                                       "--save ft.json"))
     b.add_argument("kind", choices=KINDS)
     _topology_args(b)
     b.add_argument("--save", metavar="FILE", help="write the topology spec as JSON (for show / --topology-file)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(run=run_build)
-    s = sub.add_parser("show", help="show a saved topology (from build --save)")
+    s = sub.add_parser("show", help="show a saved topology (from build --save)",
+                       description="What is in a topology saved by fabric build --save?",
+                       epilog=examples("willitscale fabric show ft.json",
+                                       "willitscale fabric show ft.json --links --json"))
     s.add_argument("file")
     s.add_argument("--links", action="store_true", help="list every directed link")
     s.add_argument("--json", action="store_true")
     s.set_defaults(run=run_show)
-    z = sub.add_parser("sizes", help="the largest cluster each topology builds from a switch radix")
+    z = sub.add_parser("sizes", help="the largest cluster each topology builds from a switch radix",
+                       description="How large a cluster can each topology build from switches of "
+                                   "this many ports, and with how many switches?",
+                       epilog=examples("willitscale fabric sizes",
+                                       "willitscale fabric sizes --radix 64 --oversubscription 3"))
     z.add_argument("--radix", type=int, default=128)
     z.add_argument("--gpus-per-node", type=int, default=8)
     z.add_argument("--oversubscription", type=float, default=1.0,
@@ -42,7 +66,19 @@ def register(subparsers) -> None:
                    "cluster: 7)")
     z.add_argument("--json", action="store_true")
     z.set_defaults(run=run_sizes)
-    m = sub.add_parser("simulate", help="simulate a collective, several jobs, incast or a training step")
+    m = sub.add_parser("simulate", help="simulate a collective, several jobs, incast or a training step",
+                       description="How long does this traffic take on this fabric, and where do "
+                                   "flows collide? A collective (or several jobs, an incast, a "
+                                   "training step's TP/CP/EP/PP/DP traffic) routed flow by flow "
+                                   "and shared max-min fairly; completion time, busbw, the hottest "
+                                   "links and the load on every link.",
+                       epilog=examples(
+                           "willitscale fabric simulate --topology rail-optimized --nodes 16 "
+                           "--size 1GB --plot figs",
+                           "willitscale fabric simulate --topology fat-tree --k 16 "
+                           "--oversubscription 4 --routing ecmp --seeds 1-10",
+                           "willitscale fabric simulate --nodes 8 --jobs 2 --job-layout interleaved",
+                           "willitscale fabric simulate --nodes 4 --incast 16 --size 64MB"))
     m.add_argument("--topology", choices=KINDS, default="rail-optimized")
     m.add_argument("--topology-file", metavar="FILE", help="a spec saved by fabric build --save")
     _topology_args(m)
@@ -431,7 +467,7 @@ def _print_simulation(out: dict) -> None:
                 f"({1 - tm['idle_gpu_pair_share']:.2%}); idle {tm['idle_gpu_pair_share']:.2%}")
         by, share = tm.get("gpu_pairs_with_traffic_by_placement"), tm.get("byte_share_by_placement")
         if by:
-            c.print(f"  {by['same_server']:,} inside servers, {by['same_rail']:,} across servers on one rail, "
+            c.print(f"  {by['same_server']:,} inside servers, {by['same_rail']:,} on one rail, "
                     f"{by['cross_rail']:,} across rails ({share['cross_rail']:.1%} of the bytes)")
     for a in out["assumptions"]:
         c.print(f"[dim]assumption:[/dim] {a}")

@@ -13,18 +13,34 @@ KINDS = ("gpu", "link", "switch", "node")
 
 
 def register(subparsers: Any) -> None:
+    from willitscale.cli.helptext import examples
+
     parser = subparsers.add_parser(
-        "hardware", help="the hardware catalog: GPUs, links, NVSwitches, node presets",
-        description="The hardware catalog, with units and the source of every number.")
+        "hardware", help="what the catalog says about a GPU, link, NVSwitch or node, with sources",
+        description="What does the catalog know about a GPU, a link, an NVSwitch or a node "
+                    "preset? Every number with its unit (bandwidths one direction and duplex) "
+                    "and its source. Your own hardware: --catalog FILE, same format "
+                    "(docs/hardware.md).",
+        epilog=examples("willitscale hardware list --kind gpu", "willitscale hardware show h100-sxm",
+                        "willitscale hardware show dgx-h100 --json"))
     sub = parser.add_subparsers(dest="hardware_command", metavar="{list,show}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("--catalog", action="append", default=[], metavar="FILE",
                         help="extra catalog TOML file (repeatable); same format as the built-in one")
-    lst = sub.add_parser("list", parents=[common], help="list GPUs, links, NVSwitches and nodes")
+    lst = sub.add_parser("list", parents=[common], help="list GPUs, links, NVSwitches and nodes",
+                         description="Which GPUs, links, NVSwitches and node presets does the "
+                                     "catalog hold? One table per kind, sources numbered below.",
+                         epilog=examples("willitscale hardware list",
+                                         "willitscale hardware list --kind link --json"))
     lst.add_argument("--kind", choices=KINDS, help="only this kind of entry")
     lst.set_defaults(run=run_list)
-    show = sub.add_parser("show", parents=[common], help="everything about one GPU, link, switch or node")
+    show = sub.add_parser("show", parents=[common], help="everything about one GPU, link, switch or node",
+                          description="Everything the catalog says about one GPU, link, switch "
+                                      "or node preset, and where each number comes from.",
+                          epilog=examples("willitscale hardware show a100-80gb",
+                                          "willitscale hardware show ib-ndr",
+                                          "willitscale hardware show dgx-h100 --json"))
     show.add_argument("name", metavar="NAME", help="a catalog name or alias, e.g. h100-sxm, nvlink4, dgx-h100")
     show.set_defaults(run=run_show)
 

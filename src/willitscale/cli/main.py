@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 from willitscale.errors import WillItScaleError
 
-# The order here is the order of ``willitscale --help``.
+# ``willitscale --help`` groups them as ``cli/helptext.py`` says (the main job first).
 COMMAND_MODULES: tuple[str, ...] = (
-    "estimate", "plan", "scale", "requirements", "size", "report", "hardware", "model",
+    "estimate", "scale", "plan", "requirements", "size", "report", "hardware", "model",
     "collective", "fabric", "bench", "results", "emulate", "calibrate", "validate",
 )
 
@@ -26,7 +26,14 @@ DEBUG_ENV = "WILLITSCALE_DEBUG"
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse, but a usage error exits 2 with one clear line and the usage."""
+    """argparse, but a usage error exits 2 with one clear line and the usage, and help keeps
+    the paragraphs and examples of descriptions and epilogs (:class:`cli.helptext.HelpFormatter`)."""
+
+    def __init__(self, *args, **kwargs):
+        from willitscale.cli.helptext import HelpFormatter
+
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         self.print_usage(sys.stderr)
@@ -35,18 +42,26 @@ class ArgumentParser(argparse.ArgumentParser):
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
-        prog="willitscale",
+        prog="willitscale", usage="%(prog)s [-h] [--version] COMMAND ...",
         description=(
-            "Will this training job scale on this GPU cluster's network? "
-            "Run with no command for the estimate and scaling table of the default scenario."
+            "Will this training job scale on this GPU cluster's network, and if not, what is "
+            "the bottleneck and what would fix it? Run with no command for the estimate and "
+            "scaling table of the default scenario; `willitscale COMMAND --help` for a "
+            "command's flags and examples."
         ),
     )
     from willitscale import __version__
 
     parser.add_argument("--version", action="version", version=f"willitscale {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+    # listed by helptext.overview (grouped), not by argparse
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser,
+                                help=argparse.SUPPRESS, prog="willitscale")
     for name in COMMAND_MODULES:
         importlib.import_module(f"willitscale.cli.{name}").register(sub)
+    from willitscale.cli.helptext import EXAMPLES, examples, overview
+
+    parser.description += "\n\n" + overview(sub)
+    parser.epilog = examples(*EXAMPLES)
     return parser
 
 

@@ -25,13 +25,20 @@ def _positive_int(text: str) -> int:
 
 
 def register(subparsers) -> None:
+    from willitscale.cli.helptext import examples
+
     p = subparsers.add_parser(
         "model",
-        help="parameters, training FLOPs and memory of a transformer (catalog name or HF config.json)",
-        description="Parameters (total, non-embedding, per layer, MoE active), training FLOPs per "
-                    "token with and without activation recomputation, training-state memory and "
-                    "activation memory per micro-batch. NAME is a catalog model (see --list); PATH "
-                    "a Hugging Face config.json (or its folder) or a model TOML file.",
+        help="a transformer's parameters, training FLOPs per token and memory",
+        description="How big is this transformer to train? Parameters (total, non-embedding, "
+                    "per layer, MoE active), training FLOPs per token with and without activation "
+                    "recomputation, training-state memory and activation memory per micro-batch. "
+                    "NAME is a catalog model (see --list); PATH a Hugging Face config.json (or its "
+                    "folder) or a model TOML file. docs/workload.md.",
+        epilog=examples("willitscale model gpt2-xl", "willitscale model --list",
+                        "willitscale model llama3-70b --seq-len 8192 --micro-batch 1 "
+                        "--recompute selective --tp 8 --sequence-parallel",
+                        "willitscale model path/to/config.json --json"),
     )
     p.add_argument("target", nargs="?", metavar="NAME|PATH", help="model name, or 'list'")
     p.add_argument("--list", action="store_true", help="list the built-in models")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -10,7 +11,7 @@ from dataclasses import asdict, is_dataclass
 from enum import Enum
 from typing import Any
 
-__all__ = ["to_jsonable", "print_json", "print_table", "console"]
+__all__ = ["to_jsonable", "print_json", "print_table", "console", "output_width", "Prose"]
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -47,11 +48,87 @@ def print_json(obj: Any, file=None) -> None:
     (file or sys.stdout).write("\n")
 
 
+#: the width of piped output when COLUMNS is not set: in effect, lines are not wrapped
+UNWRAPPED = 10_000
+
+
+def output_width(file) -> int | None:
+    """The width to lay ``file``'s output out at: ``None`` (rich's own: the terminal's, or
+    ``COLUMNS`` when set) for a terminal or when ``COLUMNS`` is set; :data:`UNWRAPPED` for a
+    pipe or a file without ``COLUMNS``.
+
+    Piped output has no width to fit: wrapping it at rich's fallback of 80 columns would squeeze
+    tables (cells cut to ``all_r…``) and break notes mid-phrase for a reader who is probably a
+    file, ``grep``, a pager or a CI log. So each table keeps its natural width and each note
+    stays on one line; ``COLUMNS=80 willitscale ... | cat`` lays it out for 80 columns (as the
+    docs' checked examples are).
+    """
+    import os
+
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return None
+    try:
+        terminal = file.isatty()
+    except (AttributeError, ValueError):  # closed, or not a real file
+        terminal = False
+    return None if terminal else UNWRAPPED
+
+
 def console(file=None):
-    """A rich Console (imported lazily: rich costs start-up time)."""
+    """A rich Console for ``file`` (default stdout) at :func:`output_width`, whose ``print`` of a
+    string wraps it between phrases with a hanging indent (:mod:`willitscale.cli.linebreaks`).
+    Imported lazily: rich costs start-up time."""
+    out = file or sys.stdout
+    return _console_class()(file=out, highlight=False, soft_wrap=False, width=output_width(out))
+
+
+@functools.cache
+def _console_class():
+    """rich's Console whose ``print`` of one string lays it out as :class:`Prose`."""
     from rich.console import Console
 
-    return Console(file=file or sys.stdout, highlight=False, soft_wrap=False)
+    class ProseConsole(Console):
+        def print(self, *objects, **kwargs):  # type: ignore[override]
+            if len(objects) == 1 and isinstance(objects[0], str) and \
+                    not set(kwargs) - {"style", "markup", "highlight", "emoji", "end"}:
+                text = self.render_str(objects[0], markup=kwargs.pop("markup", None),
+                                       highlight=kwargs.pop("highlight", None),
+                                       emoji=kwargs.pop("emoji", None))
+                objects = (Prose(text),)
+            super().print(*objects, **kwargs)
+
+    return ProseConsole
+
+
+class Prose:
+    """A rich renderable: text (rich ``Text``, markup already parsed) wrapped at the console's
+    width by :func:`~willitscale.cli.linebreaks.line_breaks`, each line's continuations indented
+    two spaces past its own indent."""
+
+    def __init__(self, text) -> None:
+        self.text = text
+
+    def __rich_console__(self, console, options):
+        from rich.segment import Segment
+
+        from willitscale.cli.linebreaks import line_breaks
+
+        width = options.max_width
+        for line in self.text.split("\n", allow_blank=True):
+            plain = line.plain
+            hang = min(len(plain) - len(plain.lstrip(" ")) + 2, width // 2)
+            for i, (a, b) in enumerate(line_breaks(plain, width, hang=hang)):
+                if i:
+                    yield Segment(" " * hang)
+                yield from line[a:b].render(console, end="")
+                yield Segment.line()
+
+
+def _fits(out, table) -> bool:
+    from rich.measure import Measurement
+
+    return Measurement.get(out, out.options.update_width(UNWRAPPED), table).maximum <= out.width
 
 
 def print_table(
@@ -63,13 +140,28 @@ def print_table(
     caption: str | None = None,
     file=None,
 ) -> None:
-    """A table with an optional units row under the header (nccl-tests style)."""
+    """A table with an optional units row under the header (nccl-tests style).
+
+    The title and caption are printed as prose (wrapped between phrases at the console's width,
+    not squeezed into the table's). A table wider than the console drops its outer border and
+    inner padding first; if it still does not fit, long cells fold onto a second line (never
+    cut to ``…``).
+    """
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=title, caption=caption, title_justify="left", caption_justify="left")
+    out = console(file)
+    table = Table(title_justify="left", caption_justify="left")
     for i, name in enumerate(columns):
         header = name if not units or not units[i] else f"{name}\n[dim]{units[i]}[/dim]"
-        table.add_column(header, justify="left" if i == 0 else "right")
+        table.add_column(header, justify="left" if i == 0 else "right", overflow="fold")
     for row in rows:
         table.add_row(*("" if v is None else str(v) for v in row))
-    console(file).print(table)
+    if not _fits(out, table):
+        table.box, table.show_edge, table.pad_edge = box.SIMPLE_HEAD, False, False
+        table.collapse_padding = True
+    if title:
+        out.print(f"[table.title]{title}[/table.title]")
+    out.print(table)
+    if caption:
+        out.print(f"[table.caption]{caption}[/table.caption]")

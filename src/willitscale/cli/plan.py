@@ -9,20 +9,34 @@ from __future__ import annotations
 import argparse
 import sys
 
+from willitscale.cli.plot_flag import add_plot_flag
 from willitscale.cli.scenario_flags import add_scenario_flags, settings_from_args
 
 #: settings the planner searches rather than takes
 SEARCHED = ("dp", "tp", "pp", "cp", "ep", "zero", "fsdp", "shard_scope", "recompute", "pp_schedule",
             "virtual_stages", "sequence_parallel", "micro_batch", "grad_accum")
 
-HELP = "search parallel plans (dp/tp/pp/cp/ep, ZeRO, micro-batch, recompute, schedule), rank them"
+HELP = "which parallel plan runs fastest within memory, and why"
+
+DESCRIPTION = """\
+Which parallel plan runs this job fastest, and why? Searches every plan of the model on the
+cluster (data, tensor, pipeline, context and expert parallelism; ZeRO and FSDP; micro-batch;
+recomputation; pipeline schedule), rejects those that cannot run or do not fit in memory and
+counts why, ranks the rest by predicted throughput for the global batch and explains the best
+against their neighbours. docs/planner.md."""
 
 
 def register(subparsers) -> None:
+    from willitscale.cli.helptext import examples
+
     p = subparsers.add_parser(
-        "plan", help=HELP,
-        description=HELP + ". Example: willitscale plan --model gpt3-175b --gpu a100-80gb "
-        "--gpus 1024 --gpus-per-node 8 --inter-node 8x200Gbps --global-batch 1536 --seq-len 2048")
+        "plan", help=HELP, description=DESCRIPTION,
+        usage="%(prog)s [SCENARIO.toml] --model NAME --global-batch B [flags]",
+        epilog=examples(
+            "willitscale plan --model gpt3-175b --gpu a100-80gb --gpus 1024 --gpus-per-node 8 "
+            "--inter-node 8x200Gbps --global-batch 1536 --seq-len 2048",
+            "willitscale plan --model llama3-8b --gpu h100 --gpus 64 --gpus-per-node 8 "
+            "--global-batch 512 --seq-len 8192 --tp 1,2,4 --zero 1,3 --top 5 --plot figs"))
     add_scenario_flags(p, plan_flags=False, nodes_help="number of nodes (or give --gpus)")
     s = p.add_argument_group("search")
     s.add_argument("--gpus", type=int, help="GPUs to plan for (nodes = gpus / gpus-per-node)")
@@ -42,6 +56,7 @@ def register(subparsers) -> None:
     s.add_argument("--explain", type=int, default=3, help="top plans to explain (default 3)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
     p.add_argument("--progress", action="store_true", help="show progress even when not a terminal")
+    add_plot_flag(p)
     p.set_defaults(run=run)
 
 
@@ -87,11 +102,10 @@ def space_from_args(args):
                        allow_tp_across_nodes=args.allow_tp_across_nodes, hybrid=not args.no_hybrid)
 
 
-def scenario_for(settings: dict, gpus: int | None):
-    """The model and cluster to plan on: ``gpus`` GPUs, as whole nodes."""
+def planning_settings(settings: dict, gpus: int | None) -> dict:
+    """``settings`` without the batch split, on ``gpus`` GPUs as whole nodes (when given)."""
     from willitscale.errors import ConfigError
     from willitscale.hardware import build_cluster
-    from willitscale.plan.build import build_scenario
 
     base = {k: v for k, v in settings.items() if k not in ("global_batch", "micro_batch", "grad_accum")}
     if gpus is not None:
@@ -105,7 +119,14 @@ def scenario_for(settings: dict, gpus: int | None):
             raise ConfigError(f"--gpus {gpus} and --nodes {base['nodes']} disagree "
                               f"({g} GPUs per node)")
         base["nodes"] = gpus // g
-    return build_scenario({**base, "micro_batch": 1})
+    return base
+
+
+def scenario_for(settings: dict, gpus: int | None):
+    """The model and cluster to plan on: ``gpus`` GPUs, as whole nodes."""
+    from willitscale.plan.build import build_scenario
+
+    return build_scenario({**planning_settings(settings, gpus), "micro_batch": 1})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, skip=SEARCHED)
     if settings.get("global_batch") is None:
         raise ConfigError("--global-batch is required: the planner splits it over dp and micro-batches")
+    base = planning_settings(settings, args.gpus)
     scenario = scenario_for(settings, args.gpus)
     space = space_from_args(args)
     gpus = scenario.cluster.gpus
@@ -129,6 +151,12 @@ def run(args: argparse.Namespace) -> int:
         print_json(plan_json(result, scenario, top=args.top, explain=args.explain))
     else:
         print_plans(result, scenario, top=args.top, explain=args.explain)
+    if args.plot and len(result.ranked):
+        from willitscale.cli.plot_flag import plan_plots
+        from willitscale.report.plans import plan_records
+
+        plan_plots(args.plot, plan_records({**base, "nodes": scenario.cluster.nodes}, result,
+                                           top=args.top), top=args.top)
     return 0 if len(result.ranked) else 1
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from willitscale.report.plans import plan_flags
 from willitscale.units import format_size, format_time
 
-__all__ = ["plan_json", "plan_row", "print_plans"]
+__all__ = ["plan_json", "plan_row", "plan_flags", "print_plans"]
 
 
 def plan_row(result, index: int, *, peak: float) -> dict:
@@ -29,22 +30,6 @@ def plan_row(result, index: int, *, peak: float) -> dict:
         "bubble_s": float(result.bubble[index]), "exposed_comms_s": float(result.exposed[index]),
         "flags": plan_flags(plan),
     }
-
-
-def plan_flags(plan) -> str:
-    """The ``willitscale estimate`` flags that give this plan."""
-    flags = [f"--dp {plan.dp}", f"--tp {plan.tp}", f"--pp {plan.pp}"]
-    flags += [f"--{k} {getattr(plan, k)}" for k in ("cp", "ep") if getattr(plan, k) > 1]
-    if plan.zero:
-        flags.append("--fsdp hybrid" if plan.shard_scope == "node" else f"--zero {plan.zero}")
-    flags += [f"--micro-batch {plan.micro_batch}", f"--recompute {plan.recompute}"]
-    if plan.pp > 1:
-        flags.append(f"--pp-schedule {plan.pp_schedule}")
-        if plan.pp_schedule == "interleaved":
-            flags.append(f"--virtual-stages {plan.virtual_stages}")
-    if plan.sequence_parallel:
-        flags.append("--sequence-parallel")
-    return " ".join(flags)
 
 
 def _degrees(r: dict) -> str:

@@ -81,9 +81,10 @@ def fabric_plots(directory: str, result) -> list:
     return write_plots(directory, charts)
 
 
-# -- for commands still landing: plain records in, figures out ---------------------------------
+# -- measurements: plain records in, figures out ----------------------------------------------
 
-def bench_plots(directory: str, rows, predicted=None) -> list:
+def bench_plots(directory: str, rows, predicted=None, *, name: str = "busbw",
+                title: str = "Bus bandwidth vs message size") -> list:
     """``bench collectives --plot``: busbw vs message size, measured (and predicted) on one chart.
 
     ``rows``: measured records as ``bench --json`` prints them (``op``, ``ranks``,
@@ -101,7 +102,33 @@ def bench_plots(directory: str, rows, predicted=None) -> list:
         label = f"{r['op']}, {r['ranks']} ranks"
         series.setdefault(label, {})[float(r["size_bytes"])] = float(r["busbw_GBps"]) * 1e9
     measured = {k: (sorted(v), [v[s] for s in sorted(v)]) for k, v in series.items()}
-    return write_plots(directory, lambda: [busbw_vs_size(measured, predicted)])
+    return write_plots(directory, lambda: [busbw_vs_size(measured, predicted, title=title,
+                                                         name=name)])
+
+
+def collective_plots(directory: str, environment, rows, *, run_id: int | None = None,
+                     name: str = "busbw") -> list:
+    """``bench collectives --plot`` and ``results show --plot``: the measured rows (JSON records)
+    against the model's prediction for the run's setup: the latest calibration when it can
+    predict the run, else the catalog or the emulated uplink (:mod:`willitscale.calibrate.busbw`);
+    says on stderr where the prediction came from."""
+    from willitscale.bench.store import Store
+    from willitscale.calibrate.busbw import latest_calibration, predicted_busbw
+    from willitscale.calibrate.runs import run_from_environment
+    from willitscale.errors import WillItScaleError
+
+    try:
+        run = run_from_environment(environment, kind="collectives", rows=rows, id=run_id or 0)
+        with Store() as store:
+            calibration = latest_calibration(store)
+        prediction = predicted_busbw(run, calibration)
+        curves, note = prediction.curves, prediction.note
+    except WillItScaleError as exc:  # uneven ranks per node, an unreadable calibration
+        curves, note = None, f"no prediction: {exc}"
+    print(note, file=sys.stderr)
+    where = f", run {run_id}" if run_id is not None else ""
+    return bench_plots(directory, rows, curves or None, name=name,
+                       title=f"Bus bandwidth vs message size{where}")
 
 
 def validate_plots(directory: str, rows, *, band: float = 0.10) -> list:
@@ -137,12 +164,15 @@ def plan_plots(directory: str, plans, *, top: int = 10) -> list:
                          fits=[p.get("fits") for p in best])]
         mems = [p["memory"] for p in best if p.get("memory")]
         if len(mems) == len(best):
+            parts = {"weights": [m["weights_bytes"] for m in mems],
+                     "gradients": [m["gradients_bytes"] for m in mems],
+                     "optimizer_states": [m["optimizer_bytes"] for m in mems],
+                     "activations": [m["activations_bytes"] for m in mems]}
+            buffers = [m.get("buffers_bytes") or 0.0 for m in mems]
+            if any(buffers):  # ZeRO-3 gathered layers, pipeline receive buffers
+                parts["buffers"] = buffers
             out.append(memory_bars(
-                [p["label"] for p in best],
-                {"weights": [m["weights_bytes"] for m in mems],
-                 "gradients": [m["gradients_bytes"] for m in mems],
-                 "optimizer_states": [m["optimizer_bytes"] for m in mems],
-                 "activations": [m["activations_bytes"] for m in mems]},
+                [p["label"] for p in best], parts,
                 [m["capacity_bytes"] for m in mems], title="Memory per GPU, best plans",
                 name="plans-memory"))
         return out

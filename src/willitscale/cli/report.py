@@ -10,16 +10,30 @@ import sys
 from willitscale.cli.plot_flag import add_plot_flag
 from willitscale.cli.scenario_flags import add_scenario_flags, settings_from_args
 
-HELP = "write an HTML report (verdict, breakdown, timeline, scaling, network, memory, assumptions)"
+HELP = "one HTML file to share: verdict, breakdown, scaling, network, what would change it"
+
+DESCRIPTION = """\
+What would someone who will not run a CLI need to see? One HTML file: the verdict in one
+sentence, the headline numbers, what would change the verdict (each lever estimated again), the
+step's timeline and breakdown, scaling over node counts, the communication and the bandwidth
+each node count needs, memory, the inputs, and every assumption with its source. Every figure
+is inlined: it opens without willitscale or a network. When the scenario leaves the parallel
+layout open, the planner's best plans are added (--plan, --no-plan). docs/reports.md."""
 
 
 def register(subparsers) -> None:
+    from willitscale.cli.helptext import examples
+
     p = subparsers.add_parser(
-        "report", help=HELP,
-        description=HELP + ". One file with every figure inlined: it opens without network "
-        "access. Example: willitscale report --params 2e9 --gpu a100-80gb --nodes 4 "
-        "--gpus-per-node 8 --inter-node 200Gbps --micro-batch 2 --seq-len 2048 --hfu 0.5 "
-        "--recompute full --html out.html",
+        "report", help=HELP, description=DESCRIPTION,
+        usage="%(prog)s [SCENARIO.toml] [flags] --html FILE",
+        epilog=examples(
+            "willitscale report examples/handbook-2b-4nodes.toml --html report.html",
+            "willitscale report --params 2e9 --gpu a100-80gb --nodes 4 --gpus-per-node 8 "
+            "--inter-node 200Gbps --micro-batch 2 --seq-len 2048 --hfu 0.5 --recompute full "
+            "--html out.html --plot figs",
+            "willitscale report --model gpt2-xl --gpu h100 --nodes 4 --gpus-per-node 8 "
+            "--inter-node 100Gbps --seq-len 1024 --global-batch 256 --html xl.html"),
     )
     add_scenario_flags(p)
     p.add_argument("--html", metavar="FILE", required=True, help="the HTML file to write")
@@ -30,6 +44,12 @@ def register(subparsers) -> None:
                    help="exposed-communication share the bandwidth requirement aims for (0.05)")
     p.add_argument("--figure-format", choices=("svg", "png"), default="svg",
                    help="how figures are inlined (default svg: sharp at any zoom)")
+    plans = p.add_mutually_exclusive_group()
+    plans.add_argument("--plan", dest="plans", action="store_const", const="yes",
+                       help="run the planner and add its best plans (default: only when the "
+                            "scenario gives no parallel layout and the model has a shape)")
+    plans.add_argument("--no-plan", dest="plans", action="store_const", const="no",
+                       help="never run the planner")
     add_plot_flag(p)
     p.set_defaults(run=run)
 
@@ -37,6 +57,7 @@ def register(subparsers) -> None:
 _SPECIAL = {"scenario_flag": "--scenario", "step_time_one_gpu": "--compute-time-per-step",
             "overlap": "--no-overlap", "data_overlapped": "--data-not-overlapped"}
 _DEFAULTS = {"max_exposed_share": 0.05, "figure_format": "svg"}
+_CHOICES = {"plans": {"yes": "--plan", "no": "--no-plan"}}
 
 
 def _command_line(args: argparse.Namespace) -> str:
@@ -50,9 +71,38 @@ def _command_line(args: argparse.Namespace) -> str:
             continue
         if _DEFAULTS.get(dest) == value:
             continue
+        if dest in _CHOICES:
+            words.append(_CHOICES[dest][value])
+            continue
         flag = _SPECIAL.get(dest, "--" + dest.replace("_", "-"))
         words += [flag] if value is True or dest in ("overlap", "data_overlapped") else [flag, str(value)]
     return "willitscale " + shlex.join(words)
+
+
+#: plans the report shows
+REPORT_PLANS = 5
+
+
+def wants_plans(choice: str | None, settings) -> bool:
+    """``--plan``/``--no-plan``, else whether the scenario leaves the parallel layout open (no
+    degree, ZeRO or FSDP given) for a model with a shape (with a parameter count only, the
+    planner can vary only ZeRO and the micro-batch: ask with --plan)."""
+    from willitscale.report.plans import leaves_parallelism_open
+
+    if choice is not None:
+        return choice == "yes"
+    return settings.get("model") is not None and leaves_parallelism_open(settings)
+
+
+def _plans(args: argparse.Namespace, settings) -> list:
+    if not wants_plans(args.plans, settings):
+        return []
+    from willitscale.report.plans import best_plans
+
+    records, result = best_plans(settings, top=REPORT_PLANS)
+    if not records:
+        print(f"the planner found no plan that fits ({result.evaluated:,} evaluated)", file=sys.stderr)
+    return records
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     sweep = parse_nodes(args.sweep) if args.sweep else None
     contents = build_contents(settings, sweep=sweep, share=args.max_exposed_share,
-                              command=_command_line(args))
+                              command=_command_line(args), plans=_plans(args, settings))
     charts = report_charts(contents)
     page = render_html(contents, figure_format=args.figure_format, charts=charts)
     path = Path(args.html)

@@ -16,30 +16,55 @@ __all__ = ["register", "busbw_curves"]
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("results", help="list, show, compare and export stored runs",
-                                   description=__doc__)
+    from willitscale.cli.helptext import examples
+
+    parser = subparsers.add_parser(
+        "results", help="the runs measured so far: list, show, compare repeats, export",
+        description="What has been measured so far? Every benchmark run is kept (options, "
+                    "environment, each row) in a local SQLite store: $WILLITSCALE_HOME/"
+                    "results.sqlite, or the platform's user data folder. docs/measure.md.",
+        epilog=examples("willitscale results list", "willitscale results show --plot figs",
+                        "willitscale results compare", "willitscale results export --format csv "
+                        "-o runs.csv"))
     sub = parser.add_subparsers(dest="results_command", metavar="ACTION", parser_class=type(parser))
 
-    p = sub.add_parser("list", help="every stored run, newest first")
+    p = sub.add_parser("list", help="every stored run, newest first",
+                       description="Which runs are stored? Newest first, with a one-line summary.",
+                       epilog=examples("willitscale results list --kind collectives --limit 10"))
     p.add_argument("--kind", choices=("collectives", "matmul", "train"))
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run_list)
 
-    p = sub.add_parser("show", help="one run: its environment and its rows")
+    p = sub.add_parser("show", help="one run: its environment and its rows",
+                       description="What did one run measure, and on what? Its environment "
+                                   "(hosts, devices, NICs, versions) and its rows; --plot draws a "
+                                   "collectives run's busbw against message size, measured and "
+                                   "predicted.",
+                       epilog=examples("willitscale results show", "willitscale results show 3 "
+                                       "--plot figs"))
     p.add_argument("run_id", type=int, nargs="?", help="default: the latest run")
     p.add_argument("--json", action="store_true")
     add_plot_flag(p)
     p.set_defaults(run=run_show)
 
-    p = sub.add_parser("compare", help="repeated runs of one setup: median/min/max, deviating runs")
+    p = sub.add_parser("compare", help="repeated runs of one setup: median/min/max, deviating runs",
+                       description="Is the network steady? Repeated runs of one setup point by "
+                                   "point (median, min, max, spread) and, run by run, how far "
+                                   "each is from the median; runs beyond --threshold are flagged.",
+                       epilog=examples("willitscale results compare",
+                                       "willitscale results compare 3 5 9 --threshold 0.05"))
     p.add_argument("run_ids", type=int, nargs="*", help="default: every run of the latest run's setup")
     p.add_argument("--threshold", type=float, default=0.10,
                    help="flag runs whose median deviation exceeds this fraction (default 0.10)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run_compare)
 
-    p = sub.add_parser("export", help="rows of runs as CSV or JSON")
+    p = sub.add_parser("export", help="rows of runs as CSV or JSON",
+                       description="The rows of stored runs as CSV or JSON, one record per row "
+                                   "with its run id, kind, start time and label.",
+                       epilog=examples("willitscale results export -o runs.csv",
+                                       "willitscale results export 3 4 --format json"))
     p.add_argument("run_ids", type=int, nargs="*", help="default: every run")
     p.add_argument("--format", choices=("csv", "json"), default="csv")
     p.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
@@ -151,16 +176,13 @@ def busbw_curves(rows, time_key: str = "time_us", scale: float = 1e-6) -> dict:
 
 
 def _plot_run(directory: str, run) -> None:
-    from willitscale.cli.plot_flag import write_plots
+    from willitscale.cli.plot_flag import collective_plots
     from willitscale.errors import ConfigError
 
     if run.info.kind != "collectives":
         raise ConfigError("--plot", directory, f"a collectives run (run {run.info.id} is {run.info.kind})")
-    from willitscale.report.plots.measurements import busbw_vs_size
-
-    rows = [dict(r) for r in run.rows]
-    write_plots(directory, lambda: [busbw_vs_size(busbw_curves(rows), name=f"busbw-run{run.info.id}",
-                                                  title=f"Bus bandwidth, run {run.info.id}")])
+    collective_plots(directory, dict(run.info.environment), [dict(r) for r in run.rows],
+                     run_id=run.info.id, name=f"busbw-run{run.info.id}")
 
 
 def _key_text(kind: str, key: tuple) -> str:

@@ -47,19 +47,40 @@ def compact_table(title: str, columns, rows, *, caption: str = "", file=None) ->
     console(file).print(table)
 
 
+#: the bottleneck verdicts as the table's "limit" column shows them
+_LIMIT = {"compute": "compute", "inter-node network": "inter", "intra-node network": "intra",
+          "storage": "storage", "out of memory": "OOM"}
+
+
 def print_scaling(rows, *, title: str = "Scaling", file=None) -> None:
     """The handbook's table "nodes | comms | compute | comms is a bottleneck", extended."""
-    columns = (("nodes", ""), ("GPUs", ""), ("batch", ""), ("comms", "s"), ("compute", "s"),
-               ("exposed", "s"), ("step", "s"), ("limit", ""), ("tok/s", ""), ("MFU", ""),
-               ("speedup", ""), ("eff.", ""))
+    columns = (("nodes", ""), ("GPUs", ""), ("batch", ""), ("comms", "s"), ("comp.", "s"),
+               ("exp.", "s"), ("step", "s"), ("limit", ""), ("fits", ""), ("tok/s", ""),
+               ("MFU", ""), ("speed", "up"), ("eff.", ""))
+    fits = {True: "yes", False: "no", None: "?"}
     compact_table(title, columns, [
         (r.nodes, r.gpus, r.global_batch, f"{r.comms:.3f}", f"{r.compute:.3f}",
-         f"{r.exposed_comms:.3f}", f"{r.step_time:.3f}",
-         "comms" if r.comms_is_bottleneck else "compute", _short(r.tokens_per_s), f"{r.mfu:.2f}",
-         f"{r.speedup:.2f}x", f"{100 * r.efficiency:.0f}%") for r in rows],
-        caption="limit: 'comms' when the network is busier than compute (the handbook's 'comms "
-                "is a bottleneck'); speedup and eff.: tokens/s against the first row; batch in "
-                "samples", file=file)
+         f"{r.exposed_comms:.3f}", f"{r.step_time:.3f}", _LIMIT.get(r.bottleneck, r.bottleneck),
+         fits[r.fits], _short(r.tokens_per_s), f"{r.mfu:.2f}", f"{r.speedup:.2f}x",
+         f"{100 * r.efficiency:.0f}%") for r in rows],
+        caption="comp.: compute, forward + backward; exp.: exposed communication; limit: the "
+                "bottleneck, inter/intra(-node network) when exposed communication exceeds 5% of "
+                "the step, OOM when the plan does not fit (its numbers are shown anyway); fits: "
+                "memory (?: activations unknown); speedup and eff.: tokens/s against the first "
+                "row; batch in samples", file=file)
+
+
+def scaling_title(settings) -> str:
+    """``Scaling: <the scenario's name, or what it is>``."""
+    if settings.get("name"):
+        return f"Scaling: {settings['name']}"
+    what = settings.get("model") or (f"{settings['params'] / 1e9:.3g}B params"
+                                     if settings.get("params") else "")
+    where = settings.get("preset") or " ".join(
+        str(x) for x in (settings.get("gpus_per_node") and f"{settings['gpus_per_node']} x",
+                         settings.get("gpu")) if x)
+    inter = f", {settings['inter_node']} per node" if settings.get("inter_node") else ""
+    return "Scaling: " + ", ".join(x for x in (what, where) if x) + inter
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,5 +97,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json([r.to_json() for r in rows])
     else:
-        print_scaling(rows)
+        print_scaling(rows, title=scaling_title(settings))
     return 0

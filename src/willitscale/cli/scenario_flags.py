@@ -49,6 +49,12 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, nodes_help: str | Non
     eff.add_argument("--hfu", help="fraction of dense peak on executed FLOPs, recomputation included")
     eff.add_argument("--mfu", help="fraction of dense peak on model FLOPs (recomputation not counted)")
     t.add_argument("--memory-convention", help="training-state bytes per parameter convention")
+    t.add_argument("--optimizer", choices=("adamw-fused", "adamw-foreach"),
+                   help="optimizer step's memory traffic: fused AdamW, 28 B/param (default), or "
+                        "torch.optim.AdamW's default foreach implementation, 80 B/param")
+    if plan_flags:  # the planner has its own --memory-fraction (same setting, same default)
+        t.add_argument("--memory-fraction", help="share of HBM a plan may fill (default 0.9: "
+                       "room for CUDA context, NCCL buffers and fragmentation, not modelled)")
     _execution_flags(parser)
     if plan_flags:
         _parallel_flags(parser)
@@ -95,6 +101,9 @@ def _ddp_and_measurement_flags(parser) -> None:
                    help="dtype of the all-reduced gradients (default fp32, as PyTorch AMP)")
     d.add_argument("--overlap-slowdown", help="extra compute seconds per second of overlapped "
                                               "communication (default 0.19)")
+    d.add_argument("--gradient-as-bucket-view", action="store_const", const="true",
+                   help="DDP(gradient_as_bucket_view=True): gradients live in the buckets; the "
+                        "default (PyTorch's) keeps one more copy of the gradients in them")
     s = parser.add_argument_group("data loading (step 0)")
     s.add_argument("--sample-bytes", help="bytes read from storage per sample")
     s.add_argument("--storage-bandwidth", help="storage bandwidth into each node, e.g. 10GB/s")

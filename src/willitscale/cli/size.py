@@ -6,13 +6,21 @@ import argparse
 
 from willitscale.errors import ConfigError
 
-HELP = "GPUs needed to train within a deadline, and the fewest that hold the training state"
+HELP = "how many GPUs train a model within a deadline; the fewest that hold it"
+
+DESCRIPTION = """\
+How many GPUs does it take to train a model within a deadline, and what is the fewest that can
+hold its training state? From the total FLOPs (or parameters x tokens x 6), the GPU's peak and
+the utilization you expect. The first example is table 1 of 'GPU fabrics for GenAI workloads'."""
 
 
 def register(subparsers) -> None:
+    from willitscale.cli.helptext import examples
+
     p = subparsers.add_parser(
-        "size", help=HELP, description=HELP + ". Example (seeds/002, table 1): "
-        "willitscale size --zflops 430 --gpu-tflops 624 --utilization 0.3 --weeks 1",
+        "size", help=HELP, description=DESCRIPTION, epilog=examples(
+            "willitscale size --zflops 430 --gpu-tflops 624 --utilization 0.3 --weeks 1",
+            "willitscale size --params 70B --tokens 2T --gpu h100 --utilization 0.4 --days 30"),
     )
     work = p.add_argument_group("the work (total FLOPs, or parameters and tokens)")
     work.add_argument("--zflops", type=float, help="total training FLOPs in ZFLOP (1e21)")
@@ -45,6 +53,9 @@ def _deadline(args: argparse.Namespace) -> float | None:
     from willitscale.plan.sizing import SECONDS_PER_WEEK
     from willitscale.units import parse_time
 
+    for flag, value in (("--weeks", args.weeks), ("--days", args.days)):
+        if value is not None and not value > 0:
+            raise ConfigError(flag, value, "a number > 0")
     if args.weeks is not None:
         return args.weeks * SECONDS_PER_WEEK
     if args.days is not None:
@@ -116,7 +127,7 @@ def size_report(args: argparse.Namespace) -> dict:
             "gpus": gpus,
             "gpus_exact": total / (peak * args.utilization * seconds),
             "total_flops": total,
-            "gpu_peak_flops": peak,
+            "gpu_peak_flop_per_s": peak,
             "utilization": args.utilization,
             "deadline_s": seconds,
         })
@@ -153,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
             ("  exact ratio", f"{report['gpus_exact']:,.2f} (rounded up)"),
             ("  total training compute", f"{report['total_flops']:.3g} FLOP "
                                          f"({report['total_flops'] / 1e21:,.4g} ZFLOP)"),
-            ("  per GPU", f"{format_flop_rate(report['gpu_peak_flops'])} peak x "
+            ("  per GPU", f"{format_flop_rate(report['gpu_peak_flop_per_s'])} peak x "
                           f"{report['utilization']:g} utilisation"),
             ("  deadline", format_time(report["deadline_s"])),
         ]

@@ -1,6 +1,6 @@
 """``willitscale validate [--calibration FILE] [RUN_ID ...]``: predicted vs measured.
 
-Every stored run the calibration can predict (or the runs given), row by row, with the
+How far is the model from what was measured? Every stored run the calibration can predict (or the runs given), row by row, with the
 relative error of each prediction and whether the row was one the calibration was fitted to
 (in-sample) or a real test (out-of-sample). Without --calibration, the latest one
 ``willitscale calibrate`` wrote.
@@ -17,8 +17,12 @@ __all__ = ["register"]
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("validate", help="predicted vs measured for stored runs",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from willitscale.cli.helptext import examples
+
+    p = subparsers.add_parser("validate", help="how far the model's predictions are from the measurements",
+                              description=__doc__.split("\n\n", 1)[1].replace("``", ""), epilog=examples(
+                                  "willitscale validate",
+                                  "willitscale validate --calibration cluster.toml 7 8 --plot figs"))
     p.add_argument("run_ids", type=int, nargs="*", metavar="RUN_ID",
                    help="stored runs to predict (default: every run the calibration can predict)")
     p.add_argument("--calibration", default=None, help="a calibration file (default: the latest)")

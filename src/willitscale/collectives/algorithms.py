@@ -104,7 +104,7 @@ _WHY_NOT = {
     "broadcast; all_to_all and send_recv use direct",
     _A.PARAMETER_SERVER: "a parameter server relays reductions, gathers and broadcasts through one "
     "server; all_to_all and send_recv are point-to-point (use direct)",
-    _A.NAIVE: "the naive decentralized scheme (seeds/004) is an all_reduce",
+    _A.NAIVE: "the naive decentralized scheme (the distributed-training lecture) is an all_reduce",
     _A.DIRECT: "direct is every rank sending to its peers at once: all_to_all and send_recv "
     "(for the others use ring, trees or halving_doubling)",
     _A.HIERARCHICAL: "hierarchical is reduce-scatter inside, all-reduce across, all-gather inside: "

@@ -31,6 +31,10 @@ __all__ = ["build_cluster", "parse_link_spec", "DEFAULT_GPUS_PER_NODE"]
 
 #: GPUs per node when only ``gpu`` is given: the 8-GPU HGX/OAM baseboard almost every server uses
 DEFAULT_GPUS_PER_NODE = 8
+#: the largest single NVLink domain NVIDIA specifies: fifth-generation NVLink Switch "scaling up
+#: to 576 GPUs" (NVIDIA NVLink and NVLink Switch page, https://www.nvidia.com/en-us/data-center/nvlink/;
+#: the shipped GB200 NVL72 rack holds 72). More GPUs in one "node" is not a machine anyone built.
+MAX_GPUS_PER_NODE = 576
 
 _COUNT_RE = re.compile(r"^(?P<count>\d+)\s*[xX×*]\s*(?P<body>\S.*)$")
 #: the wiring a generic intra-node bandwidth implies, from the kind of its nearest catalog link
@@ -143,7 +147,7 @@ def _gpu_intra(catalog: Catalog, gpu: Gpu, spec: str | None, notes: list[str]) -
 
 
 def _node_from_gpu(catalog: Catalog, gpu: Gpu, gpus_per_node: int | None, notes: list[str], *,
-                   intra_node: str | None, inter_node: str | None) -> Node:
+                   intra_node: str | None, inter_node: str | None, warnings: list[str]) -> Node:
     if gpus_per_node is None:
         gpus_per_node = DEFAULT_GPUS_PER_NODE
         notes.append(f"gpus_per_node: {gpus_per_node} (default: the standard 8-GPU baseboard)")
@@ -154,9 +158,17 @@ def _node_from_gpu(catalog: Catalog, gpu: Gpu, gpus_per_node: int | None, notes:
     if intra_node is None:
         notes.append(f"intra-node: {gpu.name}'s standard link {intra.name}, wired {topology}"
                      + (f" on a {board}-GPU board" if board != gpus_per_node else ""))
-    if topology == "nvswitch" and gpus_per_node > DEFAULT_GPUS_PER_NODE:
-        notes.append(f"intra-node: {gpus_per_node} GPUs treated as one switched NVLink domain "
-                     f"(standard baseboards hold {DEFAULT_GPUS_PER_NODE})")
+    if gpus_per_node > MAX_GPUS_PER_NODE:
+        raise ConfigError("gpus_per_node", gpus_per_node,
+                          f"at most {MAX_GPUS_PER_NODE} (the largest NVLink domain NVIDIA specifies; "
+                          f"standard servers hold {DEFAULT_GPUS_PER_NODE}): describe more GPUs as "
+                          "more --nodes")
+    if gpus_per_node > DEFAULT_GPUS_PER_NODE:
+        what = ("one switched NVLink domain at the full per-GPU NVLink bandwidth, as an NVL72 rack"
+                if topology == "nvswitch" else f"one {topology} domain")
+        warnings.append(f"{gpus_per_node} GPUs per node treated as {what}; standard servers hold "
+                        f"{DEFAULT_GPUS_PER_NODE}: for {gpus_per_node // DEFAULT_GPUS_PER_NODE} "
+                        f"servers of {DEFAULT_GPUS_PER_NODE} use --nodes")
     nic_name = gpu.default_nic or "ib-ndr"
     node = Node(name=f"{gpus_per_node}x{gpu.name}", display_name=f"{gpus_per_node} x {gpu.display_name}",
                 gpu=gpu, gpus_per_node=gpus_per_node, board_gpus=board, intra_link=intra,
@@ -224,6 +236,7 @@ def build_cluster(*, preset: str | None = None, gpu: str | None = None, nodes: i
     nodes = _count(nodes, "nodes", 1)
     gpus_per_node = _count(gpus_per_node, "gpus_per_node", None)
     notes: list[str] = []
+    warnings: list[str] = []
     if preset is not None:
         node = _node_from_preset(catalog, preset, gpu, gpus_per_node, notes)
         if intra_node is not None:
@@ -232,7 +245,7 @@ def build_cluster(*, preset: str | None = None, gpu: str | None = None, nodes: i
             node = _override_inter(catalog, node, inter_node, notes)
     elif gpu is not None:
         node = _node_from_gpu(catalog, catalog.gpu(gpu), gpus_per_node, notes,
-                              intra_node=intra_node, inter_node=inter_node)
+                              intra_node=intra_node, inter_node=inter_node, warnings=warnings)
     else:
         raise ConfigError("give a preset node (e.g. preset dgx-h100, p5, baskerville) or a GPU "
                           "(e.g. gpu h100); `willitscale hardware list` shows them")
@@ -240,4 +253,5 @@ def build_cluster(*, preset: str | None = None, gpu: str | None = None, nodes: i
     for link in (node.intra_link, node.nic):
         notes.append(_describe(link))
     name = node.name if nodes == 1 else f"{nodes} x {node.name}"
-    return Cluster(node=node, nodes=nodes, name=name, assumptions=tuple(dict.fromkeys(notes)))
+    return Cluster(node=node, nodes=nodes, name=name, assumptions=tuple(dict.fromkeys(notes)),
+                   warnings=tuple(warnings))

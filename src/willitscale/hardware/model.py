@@ -308,18 +308,21 @@ class Cluster:
     """``nodes`` identical nodes on a network. The fabric's topology lives in ``topology/``.
 
     ``assumptions`` lists every default that was filled in to build it (a NIC nobody named,
-    the latency of a bare bandwidth, ...) so a report can say what it assumed.
+    the latency of a bare bandwidth, ...) so a report can say what it assumed; ``warnings`` the
+    choices worth a second look (a node larger than any shipped board).
     """
 
     node: Node
     nodes: int
     name: str = ""
     assumptions: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
             raise ConfigError("nodes", self.nodes, "an integer >= 1")
         object.__setattr__(self, "assumptions", tuple(self.assumptions))
+        object.__setattr__(self, "warnings", tuple(self.warnings))
 
     @property
     def gpus(self) -> int:

@@ -3,8 +3,9 @@
 Optimizer: fused AdamW streams each parameter's fp32 weight, gradient and two moments in and
 weight and moments out, 28 bytes per parameter at the GPU's memory bandwidth; with ZeRO >= 1
 each rank updates only its shard. A calibration's measured time per parameter replaces it.
-Overlap slowdown: ``s x`` the communication compute hid (gradient buckets, ring attention,
-ZeRO-3 gathers, overlapped TP), as docs/estimate.md derives it. Data loading: the samples each
+Overlap slowdown: ``s x`` the communication compute hid (ring attention, ZeRO-3 gathers,
+overlapped TP); for the gradient buckets, the stretch of the last backward that reschedules
+them (:func:`willitscale.plan.gradsync.bucket_tail`), as docs/estimate.md derives it. Data loading: the samples each
 GPU reads per step over its share of the node's storage bandwidth, hidden behind the previous
 step when prefetched.
 """
@@ -13,27 +14,34 @@ from __future__ import annotations
 
 import numpy as np
 
-from willitscale.plan.engine import OPTIMIZER_BYTES_PER_PARAM, BatchResult, pick
+from willitscale.plan.engine import OPTIMIZER_BYTES, BatchResult, pick
 
-__all__ = ["assemble", "KINDS"]
+__all__ = ["assemble", "KINDS", "optimizer_time_per_param"]
 
 #: model-parallel kinds reported per step, in report order
 KINDS = ("tp", "cp", "ep", "pp", "ppgather", "zero3")
 
 
+def optimizer_time_per_param(sc) -> float:
+    """Seconds of the optimizer step per parameter: a calibration's measurement, else the
+    optimizer's bytes per parameter (:data:`~.engine.OPTIMIZER_BYTES`: 28 for fused AdamW, 80
+    for PyTorch's default foreach AdamW) at the GPU's memory bandwidth (a lower bound)."""
+    entry = sc.calibration.compute_for(sc.dtype) if sc.calibration is not None else None
+    if entry is not None and entry.optimizer_time_per_param is not None:
+        return float(entry.optimizer_time_per_param)
+    return OPTIMIZER_BYTES[sc.optimizer] / sc.cluster.gpu.memory_bandwidth
+
+
 def _optimizer(ctx, b, st, params, places):
+    """The optimizer step after the gradient synchronisation. With a measured single-GPU step it
+    is inside that measurement: :func:`~.evaluation._compute` takes it out of the forward and
+    backward, so it runs after the last all-reduce here too (it needs every gradient)."""
     sc = ctx.scenario
-    if sc.measured.step_time_one_gpu is not None:
-        return np.zeros(len(b))
     dense, expert, _ = params
     sharded = (b.zero >= 1)[:, None]
     local = (np.where(sharded, dense / places["shard"].size[:, None], dense)
              + np.where(sharded, expert / places["eshard"].size[:, None], expert))
-    entry = sc.calibration.compute_for(sc.dtype) if sc.calibration is not None else None
-    if entry is not None and entry.optimizer_time_per_param is not None:
-        seconds = local * entry.optimizer_time_per_param
-    else:
-        seconds = local * OPTIMIZER_BYTES_PER_PARAM / sc.cluster.gpu.memory_bandwidth
+    seconds = local * optimizer_time_per_param(sc)
     return np.max(np.where(st.active, seconds, 0.0), axis=-1)
 
 
@@ -47,8 +55,9 @@ def _data(ctx, b, st):
 
 def _flops(ctx, b):
     t, s = ctx.terms, ctx.scenario.seq_len
-    model_token = 3.0 * (t.layers * t.layer_forward_token + t.head_forward_token)
-    executed_token = model_token + t.layers * t.recompute_token[b.recompute]
+    model_token = 3.0 * (t.layers * t.layer_model_token + t.head_forward_token)
+    executed_token = (3.0 * (t.layers * t.layer_forward_token + t.head_forward_token)
+                      + t.layers * t.recompute_token[b.recompute])
     tokens = (b.global_batch * s).astype(float)
     gpus = b.gpus.astype(float)
     return tokens * model_token / gpus, tokens * executed_token / gpus, tokens
@@ -60,9 +69,9 @@ def assemble(ctx, b, st, comp, params, traffic, mem, pipe, bubble, crit, tail, p
     m = st.m
     optimizer = _optimizer(ctx, b, st, params, places)
     hidden_mp = sum(tr.hidden for tr in traffic.values())
-    hidden_dp = pick(tail.hidden, tail.tail_col)
-    slowdown = sc.ddp.overlap_slowdown * ((hidden_dp if sc.ddp.overlap else 0.0)
-                                          + m * pick(hidden_mp, crit))
+    # data parallel: the stretch of the last backward (gradsync.bucket_tail); model parallel:
+    # s x what each micro-batch hides
+    slowdown = pick(tail.slowdown, tail.tail_col) + sc.ddp.overlap_slowdown * m * pick(hidden_mp, crit)
     extras = tail.tail + tail.extra + tail.ag_exposed
     rest = pipe + extras + slowdown + optimizer
     load, overlapped = _data(ctx, b, st)

@@ -11,6 +11,7 @@ from typing import Any
 
 from willitscale.errors import ConfigError
 from willitscale.plan.efficiency import Efficiency
+from willitscale.plan.memory import DEFAULT_MEMORY_FRACTION
 from willitscale.plan.options import ParallelOptions
 from willitscale.plan.plan import Plan, resolve_batch
 from willitscale.plan.scenario import DataLoading, DdpOptions, Measured, Scenario
@@ -18,7 +19,8 @@ from willitscale.plan.scenario import DataLoading, DdpOptions, Measured, Scenari
 __all__ = ["build_scenario", "build_plan", "build_options"]
 
 _DDP_KEYS = {"overlap": "overlap", "bucket_cap": "bucket_cap", "first_bucket": "first_bucket",
-             "grad_reduce_dtype": "grad_reduce_dtype", "overlap_slowdown": "overlap_slowdown"}
+             "grad_reduce_dtype": "grad_reduce_dtype", "overlap_slowdown": "overlap_slowdown",
+             "gradient_as_bucket_view": "gradient_as_bucket_view"}
 
 
 def _model(settings: Mapping[str, Any]):
@@ -126,7 +128,12 @@ def build_scenario(settings: Mapping[str, Any]) -> Scenario:
         if model is None:
             raise ConfigError("--params needs --seq-len (tokens per sample)")
         seq_len = model.seq_len
-        defaults.append(f"seq_len {seq_len}: {model.name}'s training sequence length")
+        if model.source.startswith("Hugging Face config"):
+            defaults.append(f"seq_len {seq_len}: from {model.name}'s config.json (the pretraining "
+                            "length it implies: rope_scaling's original_max_position_embeddings, "
+                            "else max_position_embeddings); give --seq-len for your training run")
+        else:
+            defaults.append(f"seq_len {seq_len}: {model.name}'s training sequence length")
     if settings.get("micro_batch") is None and settings.get("global_batch") is None:
         defaults.append("micro-batch 1 per GPU (give --micro-batch or --global-batch)")
     ddp = DdpOptions(**{v: settings[k] for k, v in _DDP_KEYS.items() if settings.get(k) is not None})
@@ -139,7 +146,9 @@ def build_scenario(settings: Mapping[str, Any]) -> Scenario:
         dtype=settings.get("dtype", "bf16"), efficiency=_efficiency(settings),
         memory_convention=settings.get("memory_convention", ""), ddp=ddp, data=_data(settings),
         measured=measured, calibration=_calibration(settings), network=_network(settings),
-        options=build_options(settings), defaults_applied=tuple(defaults))
+        options=build_options(settings), defaults_applied=tuple(defaults),
+        memory_fraction=settings.get("memory_fraction", DEFAULT_MEMORY_FRACTION),
+        optimizer=settings.get("optimizer", "adamw-fused"))
 
 
 def _network(settings: Mapping[str, Any]):

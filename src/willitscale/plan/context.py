@@ -29,11 +29,12 @@ from willitscale.plan.traffic import Traffic
 __all__ = ["context_traffic", "kv_block_bytes"]
 
 
-def kv_block_bytes(*, micro_batch, seq_len: int, cp, tp, kv_heads: int, head_dim: int):
+def kv_block_bytes(*, micro_batch, seq_len: int, cp, tp, kv_heads: int, head_dim: int,
+                   element: float = ACTIVATION_BYTES):
     """Bytes of one rank's K and V block for one layer."""
     heads = np.maximum(kv_heads / np.asarray(tp, dtype=float), 1.0)
     return (np.asarray(micro_batch, dtype=float) * seq_len / np.asarray(cp, dtype=float)
-            * 2.0 * heads * head_dim * ACTIVATION_BYTES)
+            * 2.0 * heads * head_dim * element)
 
 
 def context_traffic(*, block_bytes, cp, layers, full_recompute, lines_p2p,

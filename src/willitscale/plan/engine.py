@@ -35,6 +35,14 @@ from willitscale.plan.batch import PlanBatch
 __all__ = ["Context", "BatchResult", "make_context", "evaluate", "evaluate_plans", "pick"]
 
 OPTIMIZER_BYTES_PER_PARAM = 28  # fused AdamW, fp32 state: see willitscale.plan.estimate
+#: HBM bytes per parameter of each optimizer implementation (fp32 weights, gradients, moments):
+#: fused AdamW reads weight, gradient, two moments (16 B) and writes weight and moments (12 B);
+#: PyTorch's default torch.optim.AdamW on CUDA (no ``fused=True``: the foreach implementation,
+#: torch/optim/adam.py ``_multi_tensor_adam``) makes one pass per operation: weight decay
+#: (r/w p, 8 B), lerp of m (r m, g, w m, 12), v *= beta2 (8), addcmul into v (r v, g, w v, 12),
+#: sqrt(v) into a temporary (8), divide (8), add eps (8), addcdiv into p (r p, m, t, w p, 16):
+#: 80 B.
+OPTIMIZER_BYTES = {"adamw-fused": OPTIMIZER_BYTES_PER_PARAM, "adamw-foreach": 80}
 
 
 def pick(x, column):

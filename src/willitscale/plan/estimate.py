@@ -27,7 +27,8 @@ from willitscale.plan.engine import OPTIMIZER_BYTES_PER_PARAM
 from willitscale.plan.result import Breakdown, MemoryBreakdown, StepEstimate
 from willitscale.plan.scenario import Scenario
 
-__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "estimate", "resolved_efficiency", "memory_of"]
+__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "estimate", "estimate_in_context", "resolved_efficiency",
+           "memory_of"]
 
 STAGE_NAMES = ("first pipeline stage", "middle pipeline stages", "last pipeline stage")
 
@@ -42,7 +43,7 @@ def memory_of(result, scenario, index: int = 0) -> MemoryBreakdown:
     return MemoryBreakdown(
         weights=part(mem.weights), gradients=part(mem.gradients), optimizer=part(mem.optimizer),
         activations=part(mem.activations) if mem.known else None, buffers=part(mem.buffers),
-        capacity=scenario.cluster.gpu.memory, stage=stage,
+        capacity=scenario.cluster.gpu.memory, stage=stage, fraction=scenario.memory_fraction,
         convention=scenario.memory_convention or default_convention(scenario.ddp.grad_reduce_dtype))
 
 
@@ -72,7 +73,7 @@ def _levers(scenario, ctx) -> list[str]:
         return []
     result = run(ctx, PlanBatch.from_plans([p for _, p in variants]), memory_only=True)
     need = result.memory_per_gpu
-    cap = scenario.cluster.gpu.memory
+    cap = scenario.memory_fraction * scenario.cluster.gpu.memory
     lines = [f"{flag} would need {format_size(float(n), binary=True)}"
              + (" (fits)" if n <= cap else "") for (flag, _), n in zip(variants, need)]
     fitting = [line for line in lines if line.endswith("(fits)")]
@@ -91,27 +92,57 @@ def _out_of_memory(memory: MemoryBreakdown, scenario, ctx):
              + f", buffers {gib(memory.buffers)}")
     levers = _levers(scenario, ctx) + ["more model parallelism (--tp up to the GPUs per node, "
                                        "then --pp)", "`willitscale plan` to search plans that fit"]
+    room = (f"one {scenario.cluster.gpu.name} has {gib(memory.capacity)}" if memory.fraction >= 1 else
+            f"a plan may fill {gib(memory.limit)} of one {scenario.cluster.gpu.name}'s "
+            f"{gib(memory.capacity)} (--memory-fraction {memory.fraction:g}, as the planner)")
     message = (f"out of memory: this plan needs {gib(memory.total)} per GPU{where} ({parts}) but "
-               f"one {scenario.cluster.gpu.name} has {gib(memory.capacity)}. "
-               + "; ".join(levers))
+               f"{room}. " + "; ".join(levers))
     return OutOfMemory(message, memory)
+
+
+def _check_measured_compute(scenario, result, peak: float) -> None:
+    """A measured single-GPU step faster than the GPU's peak allows is a typo, not a GPU."""
+    measured = scenario.measured.step_time_one_gpu
+    if measured is None:
+        return
+    executed = float(np.asarray(result.executed_flops)[0])
+    optimizer = float(np.asarray(result.optimizer)[0])
+    least = executed / peak + optimizer
+    if not measured > least:
+        from willitscale.errors import ConfigError
+
+        raise ConfigError("--compute-time-per-step", f"{measured:g} s",
+                          f"> {least:.4g} s: this step executes {executed:.4g} FLOPs per GPU, "
+                          f"{executed / peak:.4g} s even at the {scenario.cluster.gpu.name}'s "
+                          f"{peak / 1e12:g} TFLOP/s {scenario.dtype} peak, and its optimizer "
+                          f"needs {optimizer:.3g} s more at the memory bandwidth")
 
 
 def estimate(scenario: Scenario, *, allow_oom: bool = False) -> StepEstimate:
     """Predict one training step of ``scenario``.
 
     Raises :class:`~willitscale.plan.validate.OutOfMemory` (an ``Infeasible`` with reason
-    ``out_of_memory``) when the plan does not fit in the GPU's memory, unless ``allow_oom``.
+    ``out_of_memory``) when the plan does not fit in ``memory_fraction`` of the GPU's memory;
+    with ``allow_oom`` the numbers are computed anyway and the bottleneck is ``out of memory``.
+    A measured single-GPU step faster than the peak allows is a ``ConfigError``.
     """
-    from willitscale.plan.batch import PlanBatch
     from willitscale.plan.engine import make_context
+
+    return estimate_in_context(scenario, make_context(scenario), allow_oom=allow_oom)
+
+
+def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> StepEstimate:
+    """:func:`estimate` on an engine context, e.g. one whose links a what-if scaled
+    (:func:`willitscale.plan.levers.scaled_context`)."""
+    from willitscale.plan.batch import PlanBatch
     from willitscale.plan.evaluation import run
 
-    ctx = make_context(scenario)
     result = run(ctx, PlanBatch.from_plans([scenario.plan]), detail=True)
+    _check_measured_compute(scenario, result, ctx.peak)
     memory = memory_of(result, scenario)
-    if memory.fits is False and not allow_oom:
-        raise _out_of_memory(memory, scenario, ctx)
+    oom = _out_of_memory(memory, scenario, ctx) if memory.fits is False else None
+    if oom is not None and not allow_oom:
+        raise oom
     value = lambda name: float(np.asarray(getattr(result, name))[0])  # noqa: E731
     breakdown = Breakdown(
         data_loading=value("data_loading"), forward=value("forward"), backward=value("backward"),
@@ -127,6 +158,13 @@ def estimate(scenario: Scenario, *, allow_oom: bool = False) -> StepEstimate:
         parts = model_parallel_parts(scenario, ctx, result, breakdown)
     step = breakdown.total
     peak = ctx.peak
+    bottleneck = parts.bottleneck
+    if oom is not None:  # asked for the numbers anyway: out of memory is still the verdict
+        from willitscale.plan.result import Bottleneck
+
+        bottleneck = Bottleneck(resource="out of memory", reason=str(oom),
+                                fixes=tuple(_levers(scenario, ctx)), busy=bottleneck.busy,
+                                shares=bottleneck.shares, level=bottleneck.level)
     model_flops, executed_flops = value("model_flops"), value("executed_flops")
     tokens = scenario.tokens_per_step
     plan = scenario.plan
@@ -138,9 +176,10 @@ def estimate(scenario: Scenario, *, allow_oom: bool = False) -> StepEstimate:
         samples_per_s=plan.global_batch / step, global_batch=plan.global_batch,
         tokens_per_step=tokens, params=ctx.terms.total_params, gpus=scenario.cluster.gpus,
         nodes=scenario.cluster.nodes, memory=memory, comm_ops=parts.comm_ops,
-        bottleneck=parts.bottleneck, assumptions=parts.assumptions, unknowns=parts.unknowns,
+        bottleneck=bottleneck, assumptions=parts.assumptions, unknowns=parts.unknowns,
         timeline=parts.timeline, plan=_plan_json(plan), pipeline=parts.pipeline,
-        placement=parts.placement, warnings=parts.warnings)
+        placement=parts.placement,
+        warnings=tuple(scenario.cluster.warnings) + tuple(parts.warnings))
 
 
 def _plan_json(plan) -> dict:

@@ -60,10 +60,14 @@ def _compute(ctx, b, st):
     rec = st.layers * t.recompute_token[b.recompute][:, None] * per_gpu
     executed = 3.0 * fwd + rec
     measured = ctx.scenario.measured.step_time_one_gpu
-    if measured is not None:
-        seconds = np.full(executed.shape, measured) / st.m[:, None]
-    elif ctx.efficiency.kind == "mfu":
-        seconds = 3.0 * fwd / (ctx.efficiency.value * ctx.peak)
+    if measured is not None:  # the optimizer inside it runs after the all-reduce (assemble)
+        from willitscale.plan.assemble import optimizer_time_per_param
+
+        optimizer = t.total_params * optimizer_time_per_param(ctx.scenario)
+        seconds = np.full(executed.shape, measured - optimizer) / st.m[:, None]
+    elif ctx.efficiency.kind == "mfu":  # model FLOPs (scores in full) at MFU x peak
+        model = (st.layers * t.layer_model_token + st.head * t.head_forward_token) * per_gpu
+        seconds = 3.0 * model / (ctx.efficiency.value * ctx.peak)
     else:
         seconds = executed / (ctx.efficiency.value * ctx.peak)
     forward = seconds * fwd / executed
@@ -136,24 +140,28 @@ def _traffic(ctx, b, st, comp, params, places, L):
     from willitscale.plan.tensor import tensor_traffic
     from willitscale.plan.traffic import Traffic
 
+    from willitscale.plan.tensor import activation_bytes
+
     t, fwd_c, bwd_c, spf = ctx.terms, comp[0], comp[1], comp[2]
     full = b.recompute == 2
+    element = activation_bytes(ctx.scenario.dtype)
     out = {"tp": tensor_traffic(
         tokens=st.tokens, hidden=t.hidden, layers=st.layers, emb=st.emb, head=st.head,
         full_recompute=full, sequence_parallel=b.sequence_parallel, lines_ar=L["tp_all_reduce"],
         lines_rs=L["tp_reduce_scatter"], lines_ag=L["tp_all_gather"], fwd_compute=fwd_c,
-        bwd_compute=bwd_c, overlap=ctx.scenario.options.tp_comm_overlap)}
+        bwd_compute=bwd_c, overlap=ctx.scenario.options.tp_comm_overlap, element=element)}
     block = kv_block_bytes(micro_batch=b.micro_batch, seq_len=ctx.scenario.seq_len, cp=b.cp, tp=b.tp,
-                           kv_heads=t.kv_heads, head_dim=t.head_dim)
+                           kv_heads=t.kv_heads, head_dim=t.head_dim, element=element)
     attention = t.attention_core_token * st.tokens / b.tp * spf[:, 0]
     out["cp"] = context_traffic(block_bytes=block, cp=b.cp, layers=st.layers, full_recompute=full,
                                 lines_p2p=L["cp"], attention_seconds=attention)
     out["ep"] = expert_traffic(tokens=st.tokens, tp=b.tp, top_k=max(t.top_k, 1), hidden=t.hidden,
-                               layers=st.layers, full_recompute=full, lines_a2a=L["ep"])
+                               layers=st.layers, full_recompute=full, lines_a2a=L["ep"],
+                               element=element)
     out["pp"], out["ppgather"] = send_traffic(tokens=st.tokens, hidden=t.hidden, tp=b.tp, pp=b.pp,
                              sequence_parallel=b.sequence_parallel, interleaved=b.interleaved,
                              virtual_stages=b.virtual_stages, lines_p2p=L["pp"],
-                             lines_tp_ag=L["tp_all_gather"])
+                             lines_tp_ag=L["tp_all_gather"], element=element)
     dense, expert, _ = params
     z3 = (b.zero == 3)[:, None]
     gather = _two(L["shard_ag"], dense * WEIGHT_BYTES, L["eshard_ag"], expert * WEIGHT_BYTES)

@@ -27,10 +27,10 @@ __all__ = ["expert_traffic"]
 
 
 def expert_traffic(*, tokens, tp, top_k: int, hidden: int, layers, full_recompute,
-                   lines_a2a) -> Traffic:
+                   lines_a2a, element: float = ACTIVATION_BYTES) -> Traffic:
     """Token all-to-alls per micro-batch (arrays ``(plans, 3)``); zero for dense models."""
     size = (np.asarray(tokens, dtype=float) / np.asarray(tp, dtype=float)
-            * top_k * hidden * ACTIVATION_BYTES)
+            * top_k * hidden * element)
     one = line_time(lines_a2a, size)  # (plans,)
     full = np.asarray(full_recompute, dtype=float)
     n_fwd, n_bwd = 2.0 * layers, (2.0 + 2.0 * full)[:, None] * layers

@@ -23,7 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from willitscale.plan.buckets import assign_buckets, last_end, uniform_buckets
+from willitscale.plan.buckets import assign_buckets, last_end, uniform_bucket_runs
 from willitscale.plan.links import line_time
 
 __all__ = ["StageKey", "stage_buckets", "bucket_tail"]
@@ -49,7 +49,7 @@ def _stage_layout(model, seq_len: int, flash: bool, recompute: str, layers: int,
     from willitscale.workload.flops import training_flops
     from willitscale.workload.params import param_count
 
-    flops = training_flops(model, seq_len, recompute=recompute, flash_attention=flash)
+    flops = training_flops(model, seq_len, recompute=recompute, causal=flash, flash_attention=flash)
     counts = param_count(model)
     scale, _ = _layer_split(model, tp)
     dense: list[float] = []
@@ -92,16 +92,19 @@ StageKey = tuple  # (layers, emb, head, copy, tp, ep, recompute index)
 @lru_cache(maxsize=4096)
 def stage_buckets(model, seq_len: int, flash: bool, key: StageKey, params: float,
                   grad_bytes: int, first_cap: float, cap: float):
-    """``(dense bytes, expert bytes, ready fraction)`` per bucket of one stage.
+    """``(dense bytes, expert bytes, ready fraction, count)`` per bucket of one stage.
 
-    Without a model shape (``model is None``) gradients appear uniformly: ``params`` of them.
+    Without a model shape (``model is None``) gradients appear uniformly: ``params`` of them,
+    in runs of identical buckets when there are many (:func:`~.buckets.uniform_bucket_runs`).
+    With a shape every bucket holds at least one tensor, so there are at most as many as tensors
+    and each row is one bucket (count 1).
     """
     from willitscale.plan.buckets import bucket_totals
     from willitscale.workload.flops import RECOMPUTE
 
     if model is None:
-        sizes, ready = uniform_buckets(params * grad_bytes, first_cap=first_cap, cap=cap)
-        return sizes, np.zeros_like(sizes), ready
+        sizes, ready, counts = uniform_bucket_runs(params * grad_bytes, first_cap=first_cap, cap=cap)
+        return sizes, np.zeros_like(sizes), ready, counts
     layers, emb, head, copy, tp, ep, rec = key
     d, e, frac = _stage_layout(model, seq_len, flash, RECOMPUTE[rec], int(layers), bool(emb),
                                bool(head), bool(copy), int(tp), int(ep))
@@ -109,35 +112,60 @@ def stage_buckets(model, seq_len: int, flash: bool, key: StageKey, params: float
     index = assign_buckets(sizes, first_cap=first_cap, cap=cap)
     dense, ready = bucket_totals(d * grad_bytes, frac, index)
     expert, _ = bucket_totals(e * grad_bytes, frac, index)
-    return dense, expert, np.clip(ready, 0.0, 1.0)
+    return dense, expert, np.clip(ready, 0.0, 1.0), np.ones_like(dense)
+
+
+#: fixed-point iterations of the overlap slowdown (each shrinks the error by the slowdown factor
+#: s or more: 0.19^6 < 0.01% of the first correction at the default)
+SLOWDOWN_ITERATIONS = 6
 
 
 def bucket_tail(*, dense_bytes, expert_bytes, ready_fraction, backward, overlap: bool,
                 dense_lines, expert_lines, replica_lines=None, shard=None, measured=None,
-                schedule: bool = False):
-    """``(total, exposed)`` seconds of one stage's bucket collectives for rows of plans.
+                schedule: bool = False, slowdown: float = 0.0, counts=None):
+    """``(total, exposed, stretch)`` seconds of one stage's bucket collectives for rows of plans.
 
     ``backward`` (rows,) is the last micro-batch's backward on the stage; ``*_lines`` are the
     rows' collective lines (dense group, expert group, and with hybrid sharding the all-reduce
     of each shard, ``1/shard`` of the bytes, across nodes). ``measured = (seconds, bytes)``
-    scales a measured all-reduce instead. With ``schedule``, also ``(ready, duration)``.
+    scales a measured all-reduce instead. ``counts`` (per bucket, default 1) stands for that many
+    identical buckets in a row: a bucket's time is ``count x time(bytes / count)``.
+
+    The overlap slowdown: compute running beside NCCL kernels is ``slowdown`` s slower per s of
+    overlap, so the backward stretches by ``stretch = slowdown x hidden`` and the buckets become
+    ready correspondingly later (ready fraction x stretched backward); the schedule is rerun and
+    ``exposed = end of the last collective - end of the stretched backward``. ``hidden`` depends
+    on the stretch, so the stretch is iterated to its fixed point (:data:`SLOWDOWN_ITERATIONS`).
+    When communication is the critical path the step is then ``max(stretched backward, last
+    end)``: the slowdown is not added on top of a tail it does not delay. With ``schedule``,
+    also ``(ready, duration)`` of the final schedule.
     """
     d = np.asarray(dense_bytes, dtype=float)[None, :]
     e = np.asarray(expert_bytes, dtype=float)[None, :]
+    k = np.ones_like(d) if counts is None else np.maximum(np.asarray(counts, dtype=float)[None, :], 1.0)
     if measured is not None:
         seconds, size = measured
         duration = np.broadcast_to(seconds * (d + e) / size, (len(backward), d.shape[1]))
     else:
-        duration = np.where(d > 0, line_time(dense_lines, d), 0.0)
+        duration = np.where(d > 0, k * line_time(dense_lines, d / k), 0.0)
         if np.any(e > 0):
-            duration = duration + np.where(e > 0, line_time(expert_lines, e), 0.0)
+            duration = duration + np.where(e > 0, k * line_time(expert_lines, e / k), 0.0)
         if replica_lines is not None:
-            shard_bytes = d / np.asarray(shard, dtype=float)[:, None]
-            duration = duration + np.where(d > 0, line_time(replica_lines, shard_bytes), 0.0)
+            shard_bytes = d / np.asarray(shard, dtype=float)[:, None] / k
+            duration = duration + np.where(d > 0, k * line_time(replica_lines, shard_bytes), 0.0)
     bwd = np.asarray(backward, dtype=float)
     fraction = np.asarray(ready_fraction, dtype=float)[None, :]
-    ready = fraction * bwd[:, None] if overlap else bwd[:, None] + 0.0 * fraction
     total = duration.sum(axis=-1)
-    end = last_end(ready, duration)
-    exposed = np.clip(end - bwd, 0.0, total)
-    return (total, exposed, ready, duration) if schedule else (total, exposed)
+
+    def exposed_with(stretch):
+        end_of_backward = bwd + stretch
+        ready = fraction * end_of_backward[:, None] if overlap else end_of_backward[:, None] + 0.0 * fraction
+        return np.clip(last_end(ready, duration) - end_of_backward, 0.0, total), ready
+
+    stretch = np.zeros_like(bwd)
+    exposed, ready = exposed_with(stretch)
+    if overlap and slowdown > 0:
+        for _ in range(SLOWDOWN_ITERATIONS):
+            stretch = slowdown * (total - exposed)
+            exposed, ready = exposed_with(stretch)
+    return (total, exposed, stretch, ready, duration) if schedule else (total, exposed, stretch)

@@ -18,7 +18,8 @@ The network a group sees:
 * inside one node: each GPU's link (a flat :class:`~willitscale.collectives.LinkCost`);
 * across nodes: a two-level :class:`~willitscale.collectives.Hierarchy` with the group's members
   per node on the intra-node link and, across nodes, the node's NIC bandwidth times the group's
-  share of it (:attr:`.placement.GroupPlacement.node_share`).
+  share of it (:attr:`.placement.GroupPlacement.node_share`); ``rails`` when the node has a NIC
+  per GPU (docs/collectives.md: the ring's NVLink bytes are then ``(g-1)/g`` of the ring's).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import numpy as np
 from willitscale.units import format_bandwidth, format_time
 
 __all__ = ["ClusterLinks", "CollectiveLines", "cluster_links", "collective_lines", "line_time", "take_lines",
-           "ALGORITHMS_FOR_OP"]
+           "ALGORITHMS_FOR_OP", "link_caveats"]
 
 #: the algorithms NCCL runs for each operation, in its preference order
 ALGORITHMS_FOR_OP = {
@@ -58,6 +59,9 @@ class ClusterLinks:
     inter_name: str
     intra_line_rate: float  #: before efficiency
     inter_line_rate: float
+    #: a NIC per GPU (rail-optimized servers): NCCL's rings leave the node through every GPU in
+    #: turn, so a GPU's intra-node link carries only (g-1)/g of a ring's bytes
+    rails: bool = False
 
     def describe(self) -> str:
         return (f"{self.intra_name}: {format_bandwidth(self.intra_bandwidth)} per GPU effective, "
@@ -92,7 +96,34 @@ def cluster_links(scenario) -> ClusterLinks:
         gpus_per_node=node.gpus_per_node, nodes=cluster.nodes, intra_bandwidth=intra_bw,
         intra_latency=intra_lat, inter_bandwidth=inter_bw, inter_latency=inter_lat,
         intra_name=intra_name, inter_name=inter_name, intra_line_rate=node.usable_intra_bandwidth,
-        inter_line_rate=node.inter_node_bandwidth)
+        inter_line_rate=node.inter_node_bandwidth, rails=node.nics >= node.gpus_per_node)
+
+
+def link_caveats(cluster) -> tuple[str, ...]:
+    """What the link model leaves out on this node, for the assumptions of a report.
+
+    * NVLink SHARP (NVLS): third-generation NVSwitch and later (H100, H200, B200 nodes) reduce in
+      the switch; NCCL's NVLS all-reduce then reaches ~480 GB/s busbw on one 8-GPU H100 node
+      (NCCL maintainers in NVIDIA/nccl-tests issues #212 and #290), above what a ring can (~360
+      GB/s at the catalog's 0.80 of 450 GB/s). Not modelled: a single-node all-reduce may be
+      faster than estimated.
+    * PCIe: GPUs behind one PCIe switch share its uplink to the CPU and to the NIC; each GPU is
+      credited its own x16 link here, so a PCIe node may be slower than estimated.
+    """
+    node = cluster.node
+    out = []
+    switch = getattr(node.nvswitch, "name", "") or ""
+    nvls = node.intra_topology == "nvswitch" and (
+        switch.endswith(("v3", "v4")) or node.intra_link.name.startswith(("nvlink4", "nvlink5")))
+    if nvls and node.gpus_per_node > 1:
+        out.append("NVLink SHARP (NVLS) in-switch reduction not modelled: NCCL's NVLS all-reduce "
+                   "reaches ~480 GB/s busbw on one 8-GPU H100 node (nccl-tests issues #212, #290), "
+                   "so intra-node all-reduces may be faster than estimated")
+    if node.intra_topology == "pcie" and node.gpus_per_node > 1:
+        out.append("PCIe switch sharing not modelled: GPUs behind one switch share its uplink (to "
+                   "the CPU and the NICs); each GPU is credited its own x16 link, so this node may "
+                   "be slower than estimated")
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,7 +144,7 @@ def _network(links: ClusterLinks, per_node: int, spans: bool, share):
         return intra
     inter = LinkCost(bandwidth=links.inter_bandwidth * np.asarray(share, dtype=float),
                      latency=links.inter_latency)
-    return Hierarchy(ranks_per_node=per_node, intra=intra, inter=inter)
+    return Hierarchy(ranks_per_node=per_node, intra=intra, inter=inter, rails=links.rails)
 
 
 def collective_lines(op: str, placement, links: ClusterLinks, *, ranks=None) -> CollectiveLines:

@@ -79,6 +79,11 @@ def mp_assumptions(scenario, ctx) -> tuple[tuple[str, str], ...]:
         ("not modelled", "CUDA context, NCCL workspaces and fragmentation memory; contention "
                          "between different kinds of traffic on the same links"),
     ]
+    from willitscale.plan.dpreport import memory_note
+    from willitscale.plan.links import link_caveats
+
+    items += [("not modelled", note) for note in link_caveats(scenario.cluster)]
+    items += [("memory", memory_note(scenario))]
     items += [("workload", note) for note in work_notes(scenario)]
     items += [("default", d) for d in scenario.defaults_applied]
     return tuple(items)

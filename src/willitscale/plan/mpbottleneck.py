@@ -1,11 +1,11 @@
 """What limits a model-parallel step, and what would help.
 
-Resources are busy for some time per step: the critical stage's GPU computing (forward,
-backward, overlap slowdown, optimizer), the intra-node links (communication of groups that stay
-in their node) and the inter-node links (groups that leave it). A network busier than compute
-is the bottleneck outright: no overlap can hide it. Otherwise compute is, and the reason line
-names the largest *loss* on top of it: the pipeline bubble or a kind of exposed communication.
-Fixes are computed from the same formulas (the bubble's ``(p-1)/(v m)``, TP staying in a node).
+The criterion of data parallelism (:mod:`.bottleneck`, :mod:`.levers`): exposed communication
+over the step. Above :data:`~.levers.EXPOSED_SHARE_LIMIT` the network level whose speed-up cuts it
+most is the bottleneck; else storage when exposed data loading is, else compute, and the reason
+names the largest *losses* on top of compute: the pipeline bubble or a kind of exposed
+communication. Fixes: the same computed network fixes, plus those of the pipeline (the bubble's
+``(p-1)/(v m)``) and of tensor parallelism crossing nodes.
 """
 
 from __future__ import annotations
@@ -17,14 +17,15 @@ __all__ = ["model_parallel_bottleneck", "link_busy"]
 
 
 def link_busy(ops) -> dict[str, float]:
-    """Seconds per step each kind of link carries communication, from the comm reports."""
+    """Seconds per step each kind of link carries communication, from the comm reports (a
+    group that leaves its node counts on the inter-node network)."""
     busy = {"intra-node network": 0.0, "inter-node network": 0.0}
     for op in ops:
         busy["inter-node network" if op.leaves_node else "intra-node network"] += op.time
     return busy
 
 
-def _fixes(scenario, ctx, result, breakdown, ops) -> tuple[str, ...]:
+def _fixes(scenario, ctx, breakdown, ops) -> list[str]:
     from willitscale.plan.pipeline import bubble_fraction
 
     plan = scenario.plan
@@ -42,29 +43,39 @@ def _fixes(scenario, ctx, result, breakdown, ops) -> tuple[str, ...]:
             fixes.append(f"tp = {plan.tp} is wider than a node ({ctx.links.gpus_per_node} GPUs): "
                          "its all-reduces cross the inter-node network; keep tp within a node "
                          "and use pp across nodes")
-        if op.parallelism == "dp" and op.exposed > 0.05 * step:
-            fixes.append("the gradient synchronisation is exposed: more micro-batches per step "
-                         "(compute outlasts it), bf16 gradient reduction, or fewer data-parallel "
-                         "ranks across slow links")
-    return tuple(fixes)
+    return fixes
 
 
 def model_parallel_bottleneck(scenario, ctx, result, breakdown, ops) -> Bottleneck:
+    from willitscale.plan.batch import PlanBatch
+    from willitscale.plan.bottleneck import level_description, network_fixes, verdict_resource
+    from willitscale.plan.levers import limiting_level, outcome
+
     step = breakdown.total
-    compute = breakdown.forward + breakdown.backward + breakdown.overlap_slowdown + breakdown.optimizer
-    busy = {"compute": compute, **link_busy(ops)}
-    resource = max(busy, key=busy.get)
-    if busy[resource] <= compute:
-        resource = "compute"
+    batch = PlanBatch.from_plans([scenario.plan])
+    base = outcome(ctx, batch, result=result)
+    data_share = breakdown.data_loading / step
+    level = limiting_level(ctx, batch, base) if base.comms > 0 else None
+    resource = verdict_resource(ctx, base.share, data_share, level)
+    compute = breakdown.forward + breakdown.backward
     losses = [("pipeline bubble", breakdown.bubble)] + [
         (f"{op.name} ({'inter' if op.leaves_node else 'intra'}-node)", op.exposed) for op in ops]
     losses = sorted((x for x in losses if x[1] > 0), key=lambda x: -x[1])
     top = ", ".join(f"{name} {format_time(t)} ({t / step:.0%})" for name, t in losses[:3])
-    if resource == "compute":
-        reason = (f"compute: {format_time(compute)} of the {format_time(step)} step"
-                  + (f"; on top of it: {top}" if top else "; nothing else is exposed"))
+    fixes = _fixes(scenario, ctx, breakdown, ops)
+    if resource.endswith("network"):
+        reason = (f"{format_time(base.exposed)} ({base.share:.0%}) of the {format_time(step)} step "
+                  f"is exposed communication; {level_description(ctx, level)}; exposed: {top}")
+        fixes = list(network_fixes(scenario, ctx, base, level)) + fixes
+    elif resource == "storage":
+        reason = (f"storage: {format_time(breakdown.data_loading)} ({data_share:.0%}) of the step "
+                  "waits for the step's samples")
     else:
-        reason = (f"the {resource} is busy {format_time(busy[resource])} per step, longer than "
-                  f"the {format_time(compute)} of compute; exposed: {top}")
-    return Bottleneck(resource=resource, reason=reason,
-                      fixes=_fixes(scenario, ctx, result, breakdown, ops), busy=tuple(busy.items()))
+        reason = (f"compute: forward + backward {format_time(compute)} of the {format_time(step)} "
+                  f"step (+ {format_time(breakdown.overlap_slowdown)} overlap slowdown, "
+                  f"{format_time(breakdown.optimizer)} optimizer)"
+                  + (f"; on top of it: {top}" if top else "; nothing else is exposed"))
+    busy = [("compute", compute), ("communication", base.comms)]
+    return Bottleneck(resource=resource, reason=reason, fixes=tuple(fixes), busy=tuple(busy),
+                      shares=(("communication", base.share), ("data_loading", data_share),
+                              ("bubble", breakdown.bubble / step)), level=level)

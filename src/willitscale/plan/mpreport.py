@@ -131,7 +131,7 @@ def _comm_ops(scenario, ctx, result, rows) -> tuple[CommReport, ...]:
             bytes=float(np.asarray(per["bytes"])[0]),
             calls=int(round(float(np.asarray(per["calls"])[0]))), time=time,
             exposed=float(np.asarray(per["exposed"])[0]), links=_links(row, ctx),
-            algorithm="NCCL's choice (ring / double binary tree)" if op == "all_reduce" else
+            algorithm="the model's NCCL-like choice (ring / double binary tree)" if op == "all_reduce" else
             ("direct (peer to peer)" if op in ("send_recv", "all_to_all") else "ring"),
             why=_why(kind, scenario), leaves_node=bool(row["leaves_node"]), placement=row["where"]))
     return tuple(ops)

@@ -49,10 +49,10 @@ def bubble_fraction(pp, micro_batches, virtual_stages=1):
 
 
 def send_traffic(*, tokens, hidden: int, tp, pp, sequence_parallel, interleaved, virtual_stages,
-                 lines_p2p, lines_tp_ag) -> tuple[Traffic, Traffic]:
+                 lines_p2p, lines_tp_ag, element: float = ACTIVATION_BYTES) -> tuple[Traffic, Traffic]:
     """Stage-to-stage sends per micro-batch, charged to the sending stage, and the all-gathers
     that reassemble them over the receiving stage's tensor-parallel group (arrays (plans, 3))."""
-    full = np.asarray(tokens, dtype=float) * hidden * ACTIVATION_BYTES
+    full = np.asarray(tokens, dtype=float) * hidden * element
     t = np.asarray(tp, dtype=float)
     sp = np.asarray(sequence_parallel, dtype=bool)
     message = full / t

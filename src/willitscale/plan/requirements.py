@@ -1,70 +1,86 @@
 """The least network bandwidth that keeps data-parallel communication from slowing a step.
 
 The rule of "Will it scale to N GPUs?" (seeds/001) is *communication time per step <= compute
-time per step*. Written out for plain DDP over ``N`` nodes of ``G`` GPUs, with ``P``
-parameters whose gradients take ``g`` bytes each, ``D`` tokens per optimizer step (the global
-batch), ``k`` FLOPs per parameter per token (6, or 8 with full recomputation) and each GPU
-sustaining ``peak x u`` FLOP/s on them::
+time per step*. Written out for plain DDP over ``N`` nodes of ``G`` GPUs (``n = N G`` ranks),
+with ``P`` parameters whose gradients take ``g`` bytes each, ``D`` tokens per optimizer step
+(the global batch), ``k`` FLOPs per parameter per token (6, or 8 with full recomputation) and
+each GPU sustaining ``peak x u`` FLOP/s on them::
 
-    compute    T   = k P D / (N G peak u)
-    all-reduce t   = 2 (N-1)/N x P g / B      (hierarchical: reduce-scatter in the node, then
-                                                each GPU's 1/G shard all-reduced across the N
-                                                nodes; the node's G GPUs share its NICs, so the
-                                                node sends 2(N-1)/N x P g over B bytes/s)
-    t <= w T   =>  B >= 2 (N-1) g G peak u / (w k D)
+    compute    T   = k P D / (n peak u)
+    all-reduce t   = V x P g / B     V: bytes through the node's NICs per byte reduced
+    t <= w T   =>  B >= V n g peak u / (w k D)
+
+``V`` depends on the algorithm that runs. NCCL's ring (the model's choice for large buckets)
+runs over all ``n`` ranks node by node: each step sends ``S/n`` across every node boundary, so
+``V = 2 (n-1)/n`` and ``B >= 2 (N G - 1) g peak u / (w k D)``. NCCL's double binary tree sends
+``2 S`` through each node's NICs (``V = 2`` from 4 nodes on). A hierarchical all-reduce, which
+NCCL does not run for all-reduce, would send ``2 (N-1)/N x S`` (``B >= 2 (N-1) G g peak u / (w
+k D)``): 1/1.29 of the ring's at 4 nodes of 8, the slip of an earlier version of this module.
 
 ``w`` is the share of the step the all-reduce may take: ``w = 1`` is the article's rule; DDP can
 only overlap the all-reduce with backward, so hiding it completely needs ``w = backward share
 of compute`` (2/3 without recomputation, 3/4 with full). ``P`` cancels: for a fixed global batch
 the bandwidth needed does not depend on the model size (a bigger model has proportionally more
-compute *and* more gradients), and it grows linearly with ``N - 1`` because each node's share of
-the compute shrinks while the bytes each node sends do not. For a fixed batch *per GPU*
-(``D = N G d``) it is ``2 (N-1)/N x g peak u / (w k d)``: nearly flat in ``N``.
+compute *and* more gradients), and it grows nearly linearly with ``N`` because each node's share
+of the compute shrinks while the bytes each node sends do not.
 
 Where seeds/001 slips (reproduced in docs/reproductions.md):
 
 1. ``6 x 10B x 32 x 128`` is 2.4576e14 FLOPs, not 24.576e14: the compute time is 0.2/N s, not
    2/N s, so every bandwidth it derives is 10x too low.
-2. It moves the gradients once (``P g``); a ring or hierarchical all-reduce sends
-   ``2(N-1)/N x P g`` through each node's NICs (x1.5 at 4 nodes, -> x2).
+2. It moves the gradients once (``P g``); NCCL's ring sends ``2(n-1)/n x P g`` through each
+   node's NICs (x1.94 at 4 nodes of 8, -> x2).
 3. "IB >= N x P GB/s" generalises from P = 10 (where 10N happens to equal N x P): the
    requirement does not grow with P at a fixed batch.
 
-These closed forms assume bandwidth-bound transfers (no latency term) and that the all-reduce
-can run the whole window; :func:`willitscale.plan.estimate.least_bandwidth` answers the same
-question with the full model (buckets, latencies, NCCL's algorithm choice) by bisection.
+These closed forms assume bandwidth-bound transfers on one level. :func:`link_requirement`
+answers the same question with the full model (buckets, latencies, the overlap, the model's
+NCCL-like algorithm choice, whichever level limits) by bisection, with the criterion the
+estimate's bottleneck verdict uses (:mod:`willitscale.plan.levers`), so the two agree.
 """
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = [
     "required_node_bandwidth", "article_001_rule", "allreduce_node_bytes", "least_link_bandwidth",
-    "scaled_link",
+    "scaled_link", "LinkRequirement", "link_requirement", "level_bytes",
 ]
 
+#: bytes through each node's NICs per byte all-reduced, by algorithm (``nodes`` N of ``g`` GPUs)
+_NODE_VOLUME = {
+    "ring": lambda N, G: 2.0 * (N * G - 1) / (N * G),
+    "double_binary_tree": lambda N, G: np.select([N >= 4, N == 3, N == 2], [2.0, 1.5, 1.0], 0.0),
+    "hierarchical": lambda N, G: 2.0 * (N - 1) / N,
+}
 
-def allreduce_node_bytes(grad_bytes, nodes):
-    """Bytes each node sends over its NICs for a hierarchical all-reduce of ``grad_bytes``:
-    ``2 (N-1)/N x grad_bytes`` (zero on one node)."""
-    nodes = np.asarray(nodes, dtype=float)
-    return 2.0 * (nodes - 1) / nodes * np.asarray(grad_bytes, dtype=float)
+
+def allreduce_node_bytes(grad_bytes, nodes, gpus_per_node=1, *, algorithm: str = "ring"):
+    """Bytes each node sends over its NICs for an all-reduce of ``grad_bytes`` over ``nodes`` x
+    ``gpus_per_node`` ranks: ``2 (n-1)/n x grad_bytes`` for NCCL's ring (``n`` ranks), ``2 x`` for
+    its tree from 4 nodes, ``2 (N-1)/N x`` hierarchical; zero on one node."""
+    N = np.asarray(nodes, dtype=float)
+    volume = np.where(N > 1, _NODE_VOLUME[algorithm](N, float(gpus_per_node)), 0.0)
+    return volume * np.asarray(grad_bytes, dtype=float)
 
 
 def required_node_bandwidth(*, nodes, gpus_per_node, tokens_per_step, grad_bytes_per_param,
                             peak_flops, utilization, flops_per_param_token=6.0, window=1.0,
-                            efficiency=1.0):
-    """Least one-direction bytes/s per node so the all-reduce fits in ``window`` x compute.
+                            efficiency=1.0, algorithm: str = "ring"):
+    """Least one-direction bytes/s per node so the all-reduce fits in ``window`` x compute:
+    ``V n g peak u / (w k D e)`` with ``V`` the algorithm's node volume (module docstring).
 
     ``tokens_per_step`` is the global batch in tokens (fixed: strong scaling); pass
     ``tokens_per_gpu x nodes x gpus_per_node`` for weak scaling. ``efficiency`` is the fraction
     of the link an all-reduce achieves (busbw / line rate). Numpy arrays broadcast.
     """
-    nodes = np.asarray(nodes, dtype=float)
-    return (2.0 * (nodes - 1) * grad_bytes_per_param * gpus_per_node * peak_flops * utilization
+    N = np.asarray(nodes, dtype=float)
+    n = N * gpus_per_node
+    volume = np.where(N > 1, _NODE_VOLUME[algorithm](N, float(gpus_per_node)), 0.0)
+    return (volume * n * grad_bytes_per_param * peak_flops * utilization
             / (window * flops_per_param_token * np.asarray(tokens_per_step, dtype=float) * efficiency))
 
 
@@ -72,6 +88,23 @@ def article_001_rule(nodes, params):
     """seeds/001's "IB >= N x P GB/s" (P in billions), in bytes/s, for comparison only."""
     gb_per_s = np.asarray(nodes, dtype=float) * np.asarray(params, dtype=float) / 1e9  # P in billions
     return gb_per_s * 1e9
+
+
+def level_bytes(allreduce, level: str, size: float, algorithm: str) -> float:
+    """Bytes ``algorithm`` moves through one ``level`` (``intra``: per GPU over its link in the
+    node; ``inter``: per node over its NICs) for an all-reduce of ``size`` bytes in the model:
+    its bandwidth term with the other level made free, times that level's bandwidth."""
+    from dataclasses import replace
+
+    from willitscale.collectives.cost import collective_cost
+
+    free = 1e30
+    if level == "intra":
+        net, bandwidth = replace(allreduce, inter_bandwidth=free).network(), allreduce.intra_bandwidth
+    else:
+        net, bandwidth = replace(allreduce, intra_bandwidth=free).network(), allreduce.inter_bandwidth
+    cost = collective_cost("all_reduce", algorithm, size, allreduce.ranks, net)
+    return float(cost.bandwidth_time) * bandwidth
 
 
 # -- the full model, by bisection -------------------------------------------------------------
@@ -84,52 +117,74 @@ def scaled_link(link, factor: float):
     return replace(link, bandwidth=link.bandwidth * factor, lane_rate=lane_rate)
 
 
-def _with_link_factor(scenario, factor: float):
-    """``scenario`` with its limiting link ``factor`` times faster (NICs across nodes, else NVLink)."""
-    from dataclasses import replace
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkRequirement:
+    """The least line rate of the limiting level that keeps exposed communication under a share."""
 
-    node = scenario.cluster.node
-    if scenario.cluster.nodes > 1:
-        node = replace(node, nic=scaled_link(node.nic, factor))
-    else:
-        node = replace(node, intra_link=scaled_link(node.intra_link, factor))
-    return replace(scenario, cluster=replace(scenario.cluster, node=node))
+    level: str | None  #: intra (per GPU), inter (per node), measured, or None (no communication)
+    now: float  #: that level's line rate now, bytes/s one direction (measured: its rate)
+    needed: float | None  #: the least line rate, or None when this level alone cannot
+    factor: float | None  #: needed / now
+    share_now: float  #: exposed communication / step now
+    share_at: float | None  #: at ``needed``
+    #: why ``needed`` is None: the other level ("intra"/"inter") limits next, or "latency"
+    limited_by: str | None
+    context: object  #: the engine context at ``needed`` (or the base one)
 
 
-def least_link_bandwidth(scenario, *, max_exposed_share: float = 0.05, limit: float = 1e4):
-    """``(bandwidth, estimate)``: the least line rate of the limiting link (per node across nodes,
-    per GPU inside one, one direction, before efficiency) at which exposed communication is at
-    most ``max_exposed_share`` of the step, with the estimate there.
-
-    Exposed communication never grows with bandwidth (a property test checks it), so geometric
-    bisection on a factor in ``[1/limit, limit]`` converges. ``(None, estimate at limit)`` when even
-    ``limit`` x the bandwidth is not enough (the last bucket's latency, or a measured all-reduce).
-    """
+def link_requirement(scenario, *, max_exposed_share: float = 0.05, limit: float = 1e4,
+                     rtol: float = 1e-3) -> LinkRequirement:
+    """The limiting level (:func:`~willitscale.plan.levers.limiting_level`) and its least line
+    rate at which exposed communication is at most ``max_exposed_share`` of the step, searched in
+    ``[now / limit, now x limit]`` (a requirement may be below what the link has)."""
     from willitscale.errors import ConfigError
-    from willitscale.plan.estimate import estimate
+    from willitscale.plan.batch import PlanBatch
+    from willitscale.plan.engine import make_context
+    from willitscale.plan.levers import least_factor, limiting_level, outcome, scaled_context
 
     if not 0 < max_exposed_share < 1:
         raise ConfigError("max_exposed_share", max_exposed_share, "a fraction in (0, 1)")
+    ctx = make_context(scenario)
+    batch = PlanBatch.from_plans([scenario.plan])
+    base = outcome(ctx, batch)
+    level = limiting_level(ctx, batch, base)
+    if level is None:
+        return LinkRequirement(level=None, now=0.0, needed=None, factor=None,
+                               share_now=base.share, share_at=None, limited_by="latency"
+                               if base.comms > 0 else None, context=ctx)
+    now = _line_rate(ctx, level)
+    factor, at = least_factor(ctx, batch, (level,), share=max_exposed_share, lo=1.0 / limit,
+                              hi=limit, rtol=rtol)
+    if factor is not None:
+        return LinkRequirement(level=level, now=now, needed=now * factor, factor=factor,
+                               share_now=base.share, share_at=at.share, limited_by=None,
+                               context=scaled_context(ctx, **{level: factor}))
+    other = {"intra": "inter", "inter": "intra"}.get(level)
+    limited = "latency"
+    if other is not None and scenario.cluster.nodes > 1 and ctx.links.gpus_per_node > 1:
+        both, _ = least_factor(ctx, batch, (level, other), share=max_exposed_share, hi=limit)
+        limited = other if both is not None else "latency"
+    return LinkRequirement(level=level, now=now, needed=None, factor=None, share_now=base.share,
+                           share_at=None, limited_by=limited, context=ctx)
 
-    def ok(factor: float):
-        est = estimate(_with_link_factor(scenario, factor), allow_oom=True)
-        return est.exposed_comms <= max_exposed_share * est.step_time, est
 
-    node = scenario.cluster.node
-    base = node.inter_node_bandwidth if scenario.cluster.nodes > 1 else node.usable_intra_bandwidth
-    good, est_hi = ok(limit)
-    if not good:
-        return None, est_hi
-    lo, hi, best = 1.0 / limit, limit, est_hi
-    if ok(lo)[0]:
-        return base * lo, ok(lo)[1]
-    for _ in range(80):
-        mid = math.sqrt(lo * hi)
-        fine, est = ok(mid)
-        if fine:
-            hi, best = mid, est
-        else:
-            lo = mid
-        if hi / lo < 1.001:
-            break
-    return base * hi, best
+def _line_rate(ctx, level: str) -> float:
+    links, m = ctx.links, ctx.scenario.measured
+    if level == "intra":
+        return links.intra_line_rate
+    if level == "inter":
+        return links.inter_line_rate
+    return (m.allreduce_size or 0.0) / m.allreduce_time
+
+
+def least_link_bandwidth(scenario, *, max_exposed_share: float = 0.05, limit: float = 1e4):
+    """``(bandwidth, estimate)``: the least line rate of the **limiting** level (per node across
+    nodes when the NICs limit, per GPU when the link inside the node does:
+    :func:`link_requirement` says which), one direction, before efficiency, at which exposed
+    communication is at most ``max_exposed_share`` of the step, with the full estimate there.
+    ``(None, estimate)`` when that level alone cannot get there.
+    """
+    from willitscale.plan.estimate import estimate_in_context
+
+    req = link_requirement(scenario, max_exposed_share=max_exposed_share, limit=limit)
+    return req.needed, estimate_in_context(scenario, req.context, allow_oom=True)

@@ -46,8 +46,15 @@ class MemoryBreakdown:
     activations: float | None
     capacity: float  #: the GPU's memory
     convention: str  #: the training-state convention used
-    buffers: float = 0.0  #: ZeRO-3 gathered layers, pipeline receive buffers
+    buffers: float = 0.0  #: DDP bucket copies, ZeRO-3 gathered layers, pipeline receive buffers
     stage: str = ""  #: which pipeline stage these bytes are for (the one with the most)
+    #: share of ``capacity`` a plan may fill (``--memory-fraction``, the planner's rule too)
+    fraction: float = 1.0
+
+    @property
+    def limit(self) -> float:
+        """Bytes a plan may use: ``fraction x capacity``."""
+        return self.fraction * self.capacity
 
     @property
     def total(self) -> float:
@@ -57,8 +64,8 @@ class MemoryBreakdown:
 
     @property
     def fits(self) -> bool | None:
-        """True/False, or None when unknown parts could still exceed the memory."""
-        if self.total > self.capacity:
+        """True/False (against :attr:`limit`), or None when unknown parts could still exceed it."""
+        if self.total > self.limit:
             return False
         return None if self.activations is None else True
 
@@ -67,7 +74,8 @@ class MemoryBreakdown:
             "weights_bytes": self.weights, "gradients_bytes": self.gradients,
             "optimizer_bytes": self.optimizer, "activations_bytes": self.activations,
             "buffers_bytes": self.buffers, "total_bytes": self.total,
-            "capacity_bytes": self.capacity, "complete": self.activations is not None,
+            "capacity_bytes": self.capacity, "limit_bytes": self.limit,
+            "memory_fraction": self.fraction, "complete": self.activations is not None,
             "fits": self.fits, "convention": self.convention, "stage": self.stage,
         }
 
@@ -103,14 +111,21 @@ class CommReport:
 class Bottleneck:
     """The resource busiest during a step, why, and what would change the verdict."""
 
-    resource: str  #: "compute", "inter-node network", "intra-node network", "storage"
+    #: "compute", "inter-node network", "intra-node network", "storage", "out of memory"
+    resource: str
     reason: str  #: one line with the numbers
-    fixes: tuple[str, ...] = ()  #: cheapest changes that would flip the verdict, computed
-    busy: tuple[tuple[str, float], ...] = ()  #: seconds each resource is busy per step
+    fixes: tuple[str, ...] = ()  #: least changes that would flip the verdict, computed
+    #: seconds each resource is busy per step: compute (forward + backward), communication
+    #: (the communication streams), storage
+    busy: tuple[tuple[str, float], ...] = ()
+    #: exposed parts over the step time: communication, data_loading, bubble (the criterion)
+    shares: tuple[tuple[str, float], ...] = ()
+    level: str | None = None  #: the limiting link level: intra, inter, measured (None: none)
 
     def to_json(self) -> dict[str, Any]:
         return {"resource": self.resource, "reason": self.reason, "fixes": list(self.fixes),
-                "busy_s": dict(self.busy)}
+                "busy_s": dict(self.busy), "exposed_share": dict(self.shares),
+                "limiting_link": self.level}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,7 +187,8 @@ class StepEstimate:
 
     @property
     def scaling_verdict(self) -> bool:
-        """The handbook's column "comms is a bottleneck": the network is busier than compute."""
+        """The handbook's column "comms is a bottleneck", by the estimate's criterion: the
+        bottleneck is a network (exposed communication above 5% of the step)."""
         return self.bottleneck.resource.endswith("network")
 
     def to_json(self) -> dict[str, Any]:
@@ -193,9 +209,11 @@ class StepEstimate:
             "comms_is_bottleneck": self.scaling_verdict,
             "breakdown_s": self.breakdown.to_json(),
             "busy_s": dict(self.bottleneck.busy),
+            "exposed_share": dict(self.bottleneck.shares),
+            "limiting_link": self.bottleneck.level,
             "model_flops_per_gpu": self.model_flops,
             "executed_flops_per_gpu": self.executed_flops,
-            "peak_flops": self.peak_flops,
+            "peak_flop_per_s": self.peak_flops,
             "global_batch": self.global_batch,
             "tokens_per_step": self.tokens_per_step,
             "params": self.params,

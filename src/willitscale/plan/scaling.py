@@ -8,8 +8,12 @@ gets less). Throughput is tokens per second of the whole job, so::
     speedup    = throughput(N) / throughput(N0)
     efficiency = speedup / (gpus(N) / gpus(N0))
 
-with ``N0`` the first node count of the sweep. The row's ``comms_is_bottleneck`` is the
-handbook's column (seeds/000): the network is busy longer than compute.
+with ``N0`` the first node count of the sweep. The row's ``bottleneck`` is the estimate's verdict
+(:mod:`.bottleneck`): a network when exposed communication exceeds 5% of the step, ``out of
+memory`` when the plan does not fit (the numbers are still computed, so the sweep shows where it
+starts to fit); ``comms_is_bottleneck`` says whether that verdict is a network, the handbook's
+column "comms is a bottleneck" by our criterion. ``fits`` is the memory verdict (None when
+activations are unknown and the state alone fits).
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ class ScalingRow:
     mfu: float
     speedup: float
     efficiency: float
+    fits: bool | None = True
+    memory_per_gpu: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "gpus": self.gpus, "global_batch": self.global_batch,
@@ -50,7 +56,8 @@ class ScalingRow:
                 "exposed_comms_s": self.exposed_comms,
                 "comms_is_bottleneck": self.comms_is_bottleneck, "bottleneck": self.bottleneck,
                 "tokens_per_s": self.tokens_per_s, "mfu": self.mfu, "speedup": self.speedup,
-                "scaling_efficiency": self.efficiency}
+                "scaling_efficiency": self.efficiency, "fits": self.fits,
+                "memory_per_gpu_bytes": self.memory_per_gpu}
 
 
 def _powers_of_two(lo: int, hi: int) -> list[int]:
@@ -102,7 +109,7 @@ def scaling_rows(settings: Mapping[str, Any], nodes: Sequence[int]) -> list[Scal
     rows: list[ScalingRow] = []
     base = None
     for n in nodes:
-        est = estimate(build_scenario({**settings, "nodes": n}))
+        est = estimate(build_scenario({**settings, "nodes": n}), allow_oom=True)
         if base is None:
             base = est
         speedup = est.tokens_per_s / base.tokens_per_s
@@ -111,5 +118,6 @@ def scaling_rows(settings: Mapping[str, Any], nodes: Sequence[int]) -> list[Scal
             compute=est.compute, comms=est.comms, exposed_comms=est.exposed_comms,
             comms_is_bottleneck=est.scaling_verdict, bottleneck=est.bottleneck.resource,
             tokens_per_s=est.tokens_per_s, mfu=est.mfu, speedup=speedup,
-            efficiency=speedup / (est.gpus / base.gpus)))
+            efficiency=speedup / (est.gpus / base.gpus), fits=est.memory.fits,
+            memory_per_gpu=est.memory.total))
     return rows

@@ -19,8 +19,10 @@ from typing import Any
 
 from willitscale.errors import ConfigError
 from willitscale.hardware.model import Cluster
-from willitscale.plan.buckets import DEFAULT_BUCKET_CAP_BYTES, DEFAULT_FIRST_BUCKET_BYTES
+from willitscale.plan.buckets import (DEFAULT_BUCKET_CAP_BYTES, DEFAULT_FIRST_BUCKET_BYTES,
+                                     MIN_BUCKET_CAP_BYTES)
 from willitscale.plan.efficiency import DEFAULT_OVERLAP_SLOWDOWN, Efficiency
+from willitscale.plan.memory import DEFAULT_MEMORY_FRACTION
 from willitscale.plan.options import ParallelOptions
 from willitscale.plan.plan import Plan
 from willitscale.workload.transformer import Transformer
@@ -41,13 +43,19 @@ class DdpOptions:
     first_bucket: float = DEFAULT_FIRST_BUCKET_BYTES  #: bytes (1 MiB)
     grad_reduce_dtype: str = "fp32"  #: PyTorch AMP keeps fp32 gradients; bf16 halves the bytes
     overlap_slowdown: float = DEFAULT_OVERLAP_SLOWDOWN  #: extra compute s per s of overlap
+    #: ``DistributedDataParallel(gradient_as_bucket_view=...)``: False (PyTorch's default) keeps
+    #: the gradients and a copy of them in the buckets; True makes the gradients views of the
+    #: buckets ("the saved memory size will be equal to the total gradients size", PyTorch docs)
+    gradient_as_bucket_view: bool = False
 
     def __post_init__(self) -> None:
         if self.grad_reduce_dtype not in GRAD_DTYPES:
             raise ConfigError("grad_reduce_dtype", self.grad_reduce_dtype,
                               "one of " + ", ".join(GRAD_DTYPES))
-        if not self.bucket_cap > 0:
-            raise ConfigError("bucket_cap", self.bucket_cap, "a size > 0")
+        if not self.bucket_cap >= MIN_BUCKET_CAP_BYTES:
+            raise ConfigError("bucket_cap", self.bucket_cap,
+                              f"a size >= {MIN_BUCKET_CAP_BYTES // 1024} KiB (smaller buckets are "
+                              "all latency; PyTorch's default is 25 MiB)")
         if not self.first_bucket > 0:
             raise ConfigError("first_bucket", self.first_bucket, "a size > 0")
         if not 0 <= self.overlap_slowdown <= 1:
@@ -111,6 +119,11 @@ class Scenario:
     calibration: Any = None  #: a willitscale.hardware.calibration.Calibration, when given
     network: Any = None  #: a willitscale.fabric.FlowNetwork (--network flow); None: the analytic model
     options: ParallelOptions = field(default_factory=ParallelOptions)  #: placement, overlap, attention
+    #: share of HBM a plan may fill (the planner's rule too): the rest is for what the model does
+    #: not count (CUDA context, NCCL workspaces, fragmentation)
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION
+    #: adamw-fused (28 B/param of HBM traffic) or adamw-foreach (80: torch.optim.AdamW's default)
+    optimizer: str = "adamw-fused"
     name: str = ""
     defaults_applied: tuple[str, ...] = ()  #: what the builder filled in, for the report
 
@@ -118,6 +131,12 @@ class Scenario:
         if (self.model is None) == (self.params is None):
             raise ConfigError("give the model either as a shape (--model) or as a parameter "
                               "count (--params), not " + ("both" if self.model else "neither"))
+        from willitscale.plan.engine import OPTIMIZER_BYTES
+
+        if self.optimizer not in OPTIMIZER_BYTES:
+            raise ConfigError("optimizer", self.optimizer, "one of " + ", ".join(OPTIMIZER_BYTES))
+        if not 0 < self.memory_fraction <= 1:
+            raise ConfigError("memory_fraction", self.memory_fraction, "a fraction in (0, 1]")
         if self.params is not None and not self.params >= 1:
             raise ConfigError("params", self.params, "a parameter count >= 1, e.g. 2e9")
         if isinstance(self.seq_len, bool) or not isinstance(self.seq_len, int) or self.seq_len < 1:

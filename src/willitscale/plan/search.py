@@ -28,6 +28,7 @@ import numpy as np
 
 from willitscale.errors import ConfigError
 from willitscale.plan.batch import PlanBatch
+from willitscale.plan.memory import DEFAULT_MEMORY_FRACTION
 from willitscale.plan.validate import CODE, REASONS
 
 __all__ = ["SearchSpace", "SearchResult", "candidate_plans", "search", "search_plans"]
@@ -55,7 +56,7 @@ class SearchSpace:
     virtual_stages: tuple[int, ...] = (2, 4)
     sequence_parallel: tuple[bool, ...] = (False, True)
     max_micro_batch: int = 16
-    memory_fraction: float = 0.9
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION
     allow_tp_across_nodes: bool = False
 
     def __post_init__(self) -> None:

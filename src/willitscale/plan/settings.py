@@ -24,7 +24,8 @@ A scenario file (``examples/*.toml``)::
 
     [parallel]         # dp, tp, pp, cp, ep, zero, fsdp, shard_scope, pp_schedule, virtual_stages,
                        # sequence_parallel, rank_order, tp_comm_overlap, flash_attention
-    [ddp]              # overlap, bucket_cap, first_bucket, grad_reduce_dtype, overlap_slowdown
+    [ddp]              # overlap, bucket_cap, first_bucket, grad_reduce_dtype, overlap_slowdown,
+                       # gradient_as_bucket_view
     [data]             # sample_bytes, storage_bandwidth, overlapped
     [measured]         # step_time_one_gpu, allreduce_time, allreduce_size
 """
@@ -113,6 +114,8 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "hfu": ("training", _float),
     "mfu": ("training", _float),
     "memory_convention": ("training", _str),
+    "memory_fraction": ("training", _float),
+    "optimizer": ("training", _str),
     # parallel
     "dp": ("parallel", _int), "tp": ("parallel", _int), "pp": ("parallel", _int),
     "cp": ("parallel", _int), "ep": ("parallel", _int), "zero": ("parallel", _int),
@@ -130,6 +133,7 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "first_bucket": ("ddp", parse_size),
     "grad_reduce_dtype": ("ddp", _str),
     "overlap_slowdown": ("ddp", _float),
+    "gradient_as_bucket_view": ("ddp", _bool),
     # data loading
     "sample_bytes": ("data", parse_size),
     "storage_bandwidth": ("data", parse_bandwidth),

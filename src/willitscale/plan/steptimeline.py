@@ -1,11 +1,12 @@
 """The spans of one data-parallel step, built from the estimate's numbers.
 
 Lanes as in the handbook's diagrams (seeds/000): data loading, compute (forward, backward,
-optimizer), communication (one span per DDP bucket all-reduce), and the idle time compute
-waits for the last all-reduce. The overlap slowdown is drawn at the end of the last backward
-(it stretches the compute that ran beside NCCL kernels); bucket all-reduces still running then
-launched during it are pushed back in proportion to how far backward had run (all of it for
-those launched after it), so the exposed all-reduce ends exactly at the idle span's end.
+optimizer), communication (one span per DDP bucket all-reduce, or per run of identical
+buckets), and the idle time compute waits for the last all-reduce. The last backward is drawn
+stretched by the overlap slowdown (the compute that ran beside NCCL kernels); the bucket
+schedule given is already the one computed on that stretched backward
+(:func:`willitscale.plan.gradsync.bucket_tail`), so the last all-reduce ends exactly where the
+idle span ends.
 """
 
 from __future__ import annotations
@@ -42,10 +43,19 @@ def _compute_spans(fwd: float, bwd: float, steps: int, offset: float, slowdown: 
     return spans
 
 
+def _bucket_name(i: int, counts) -> str:
+    if counts is None:
+        return f"all_reduce bucket {i}"
+    first = int(sum(counts[:i]))
+    n = int(counts[i])
+    return f"all_reduce bucket {first}" if n == 1 else f"all_reduce buckets {first}-{first + n - 1}"
+
+
 def build_timeline(*, micro_forward: float, micro_backward: float, micro_steps: int, data: float,
                    slowdown: float, comm_start, comm_end, bucket_bytes, optimizer: float,
-                   step_time: float, link: str = "") -> Timeline:
-    """The :class:`Timeline` of one step; comm times are relative to the start of compute."""
+                   step_time: float, link: str = "", counts=None) -> Timeline:
+    """The :class:`Timeline` of one step; comm times are relative to the start of compute and
+    already account for the stretched last backward. ``counts``: buckets per comm row."""
     spans: list[Span] = []
     if data > 0:
         spans.append(Span(lane="data", kind="data", name="data loading", start=0.0, end=data))
@@ -53,15 +63,12 @@ def build_timeline(*, micro_forward: float, micro_backward: float, micro_steps: 
     spans += _compute_spans(micro_forward, micro_backward, micro_steps, data, slowdown)
     start = np.asarray(comm_start, dtype=float) + data
     end = np.asarray(comm_end, dtype=float) + data
-    # The slowdown stretches the last backward evenly, so a bucket launched at a fraction f of it
-    # launches f x slowdown later; buckets launched after it ends, the whole slowdown later.
-    backward_start = compute_end - micro_backward
-    progress = np.clip((start - backward_start) / micro_backward, 0.0, 1.0) if micro_backward > 0 \
-        else np.ones_like(start)
-    start, end = start + slowdown * progress, end + slowdown * progress
     for i, (s, e, size) in enumerate(zip(start, end, bucket_bytes)):
-        spans.append(Span(lane="comms", kind="comm", name=f"all_reduce bucket {i}", start=float(s),
-                          end=float(e), args={"size_bytes": float(size), "link": link}))
+        args = {"size_bytes": float(size), "link": link}
+        if counts is not None and counts[i] > 1:
+            args["buckets"] = int(counts[i])
+        spans.append(Span(lane="comms", kind="comm", name=_bucket_name(i, counts), start=float(s),
+                          end=float(e), args=args))
     waited_from = compute_end + slowdown
     last_comm = float(end.max()) if len(end) else waited_from
     if last_comm > waited_from:

@@ -27,7 +27,7 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
 
     sc = ctx.scenario
     n = len(b)
-    total, exposed = np.zeros((n, 3)), np.zeros((n, 3))
+    total, exposed, stretch = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3))
     sync = _select(b.zero == 0, L["dp_ar"], L["shard_rs"])
     esync = _select(b.zero == 0, L["edp_ar"], L["eshard_rs"])
     hybrid = b.shard_node & (b.zero >= 1)
@@ -41,9 +41,9 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
                          b.tp[col], b.ep[col], b.recompute[col],
                          (b.zero[col] == 0) & (measured is not None)], axis=1).astype(np.int64)
         for key, rows in _groups(keys, col):
-            d, e, frac = stage_buckets(sc.model, sc.seq_len, sc.options.flash_attention,
-                                       tuple(int(x) for x in key[:7]), float(params[0][rows[0], k]),
-                                       ctx.grad_bytes, sc.ddp.first_bucket, sc.ddp.bucket_cap)
+            d, e, frac, counts = stage_buckets(
+                sc.model, sc.seq_len, sc.options.flash_attention, tuple(int(x) for x in key[:7]),
+                float(params[0][rows[0], k]), ctx.grad_bytes, sc.ddp.first_bucket, sc.ddp.bucket_cap)
             meas = (measured, sc.measured.allreduce_size or float(np.sum(d + e))) if key[7] else None
             any_hybrid = bool(np.any(hybrid[rows]))
             out = bucket_tail(
@@ -52,11 +52,11 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
                 expert_lines=take_lines(esync, rows),
                 replica_lines=take_lines(L["replica"], rows) if any_hybrid else None,
                 shard=np.maximum(shard[rows], 1.0), measured=meas,
-                schedule=detail and rows[0] == 0)
-            total[rows, k], exposed[rows, k] = out[0], out[1]
-            if len(out) == 4:
-                schedule[k] = (d + e, out[2][0], out[3][0])
-    return total, exposed, schedule
+                schedule=detail and rows[0] == 0, slowdown=sc.ddp.overlap_slowdown, counts=counts)
+            total[rows, k], exposed[rows, k], stretch[rows, k] = out[0], out[1], out[2]
+            if len(out) == 5:
+                schedule[k] = (d + e, out[3][0], out[4][0], counts, out[2][0])
+    return total, exposed, stretch, schedule
 
 
 def _groups(keys, rows):
@@ -78,12 +78,17 @@ def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *, detail: bool =
     from willitscale.plan.sharding import WEIGHT_BYTES, param_gather_exposed
     from willitscale.plan.evaluation import _two
 
-    total, exposed, schedule = _bucket_rows(ctx, b, st, params, L, bwd_k, places["shard"].size,
-                                            detail)
+    total, exposed, stretch, schedule = _bucket_rows(ctx, b, st, params, L, bwd_k,
+                                                     places["shard"].size, detail)
     m = st.m[:, None]
     z2 = (b.zero == 2)[:, None]
     extra = np.where(z2, (m - 1) * np.maximum(0.0, total - bwd_k), 0.0)
-    hidden = total - exposed + np.where(z2, (m - 1) * np.minimum(total, bwd_k), 0.0)
+    earlier = np.where(z2, (m - 1) * np.minimum(total, bwd_k), 0.0)  # ZeRO-2: earlier micro-batches
+    hidden = total - exposed + earlier
+    # the last backward stretched by its own overlap (gradsync.bucket_tail), plus s x what ZeRO-2's
+    # earlier reduce-scatters hide
+    slowdown = stretch + (ctx.scenario.ddp.overlap_slowdown * earlier if ctx.scenario.ddp.overlap
+                          else 0.0)
     t = ctx.terms
     emb_bytes = t.token_embedding / b.tp * ctx.grad_bytes
     tied = (b.pp >= 2) & t.tied & t.has_shape
@@ -102,7 +107,7 @@ def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *, detail: bool =
     ag_col = np.argmax(ag_exp, axis=-1)
     zero12 = (b.zero == 1) | (b.zero == 2)
     return SimpleNamespace(
-        total=total, exposed=exposed, hidden=hidden,
+        total=total, exposed=exposed, hidden=hidden, slowdown=slowdown,
         extra=np.max(np.where(st.active, extra, 0.0), -1), tail=tail, tail_col=tail_col,
         emb_ar=emb_ar, ag_total=np.where(zero12, np.take_along_axis(ag, ag_col[:, None], -1)[:, 0], 0.0),
         ag_exposed=np.max(ag_exp, axis=-1), schedule=schedule)

@@ -30,9 +30,15 @@ import numpy as np
 from willitscale.plan.links import line_time
 from willitscale.plan.traffic import Traffic, exposed_part
 
-__all__ = ["ACTIVATION_BYTES", "tensor_traffic", "ring_allreduce_bytes_factor"]
+__all__ = ["ACTIVATION_BYTES", "activation_bytes", "tensor_traffic", "ring_allreduce_bytes_factor"]
 
-ACTIVATION_BYTES = 2  #: bf16/fp16 activations
+ACTIVATION_BYTES = 2  #: bf16/fp16 activations (and fp8 training's: see activation_bytes)
+
+
+def activation_bytes(dtype: str) -> int:
+    """Bytes per activation element for a compute dtype: 4 for fp32/tf32 (tf32 is a matmul mode
+    on fp32 tensors), else 2 (bf16/fp16; FP8 training keeps bf16 activations outside its GEMMs)."""
+    return 4 if dtype in ("fp32", "tf32") else ACTIVATION_BYTES
 
 
 def ring_allreduce_bytes_factor(ranks):
@@ -42,9 +48,10 @@ def ring_allreduce_bytes_factor(ranks):
 
 
 def tensor_traffic(*, tokens, hidden: int, layers, emb, head, full_recompute, sequence_parallel,
-                   lines_ar, lines_rs, lines_ag, fwd_compute, bwd_compute, overlap: bool) -> Traffic:
+                   lines_ar, lines_rs, lines_ag, fwd_compute, bwd_compute, overlap: bool,
+                   element: float = ACTIVATION_BYTES) -> Traffic:
     """TP collectives per micro-batch (arrays ``(plans, 3)``; ``tokens`` per GPU, shape (plans,))."""
-    size = np.asarray(tokens, dtype=float) * hidden * ACTIVATION_BYTES
+    size = np.asarray(tokens, dtype=float) * hidden * element
     sp = np.asarray(sequence_parallel, dtype=bool)
     unit = np.where(sp, line_time(lines_rs, size) + line_time(lines_ag, size), line_time(lines_ar, size))
     full = np.asarray(full_recompute, dtype=float)[:, None]

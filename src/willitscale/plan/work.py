@@ -54,8 +54,11 @@ def work_notes(scenario: Scenario) -> tuple[str, ...]:
             notes += ("selective recomputation reruns the attention core, whose FLOPs need the "
                       "model shape: counted as 0 in --params mode",)
         return notes
-    return (f"FLOPs counted matmul by matmul for {scenario.model.name} at {scenario.seq_len} tokens "
-            "(attention scores counted in full, as Megatron-LM and PaLM do)",)
+    executed = ("with FlashAttention the causal kernel skips the masked blocks, so the time counts "
+                "half the attention scores" if scenario.options.flash_attention else
+                "standard attention computes every score, masked or not")
+    return (f"FLOPs counted matmul by matmul for {scenario.model.name} at {scenario.seq_len} tokens: "
+            "MFU counts the attention scores in full, as Megatron-LM and PaLM do; " + executed,)
 
 
 def step_work(scenario: Scenario) -> StepWork:

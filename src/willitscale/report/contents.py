@@ -13,7 +13,7 @@ from typing import Any
 from willitscale.units import format_bandwidth, format_time
 
 __all__ = ["ReportContents", "build_contents", "default_sweep", "verdict", "what_would_change",
-           "levers"]
+           "better_plan", "levers"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,11 +181,22 @@ def what_would_change(c: ReportContents) -> list[str]:
     """The cheapest changes that flip the verdict, as the estimate computed them (bandwidth,
     batch, gradient dtype), then the planner's best plan when it ran."""
     out = list(c.estimate.bottleneck.fixes)
-    if c.plans:
-        best = c.plans[0]
-        out.append(f"another plan: {best.get('label', 'the planner’s best')} at "
-                   f"{best.get('tokens_per_s', 0):,.0f} tokens/s (willitscale plan)")
+    best = better_plan(c)
+    if best is not None:
+        ratio = best["tokens_per_s"] / c.estimate.tokens_per_s
+        how = f"willitscale estimate ... {best['flags']}" if best.get("flags") else "willitscale plan"
+        out.append(f"another parallel plan: {best.get('label', 'the planner’s best')} gives "
+                   f"{best['tokens_per_s']:,.0f} tokens/s, {ratio:.2f}x this one ({how})")
     return out
+
+
+def better_plan(c: ReportContents) -> Mapping[str, Any] | None:
+    """The planner's best plan when it beats the plan asked about by more than 0.5% (rounding
+    of a step time is not a reason to change plans), else None."""
+    if not c.plans or c.estimate.tokens_per_s <= 0:
+        return None
+    best = c.plans[0]
+    return best if best.get("tokens_per_s", 0.0) > 1.005 * c.estimate.tokens_per_s else None
 
 
 def levers(c: ReportContents) -> list[tuple[str, Any]]:

@@ -96,6 +96,25 @@ def _plan_parts(plans) -> dict[str, list[float]]:
     return parts
 
 
+def _plans_table(c: ReportContents) -> str:
+    """The planner's best plans against the one asked about, with the flags that give each."""
+    est = c.estimate
+    rows = [("as given", format_time(est.step_time), f"{est.tokens_per_s:,.0f}", "1.00x",
+             format_size(est.memory.total, binary=True), "")]
+    for p in c.plans:
+        mem = p.get("memory") or {}
+        step = p.get("step_time_s")
+        rows.append((p["label"], "-" if step is None else format_time(step), f"{p['tokens_per_s']:,.0f}",
+                     f"{p['tokens_per_s'] / est.tokens_per_s:.2f}x",
+                     format_size(mem["total_bytes"], binary=True) if "total_bytes" in mem else "-",
+                     p.get("flags", "")))
+    note = ('<p class="muted">The planner\'s best plans for this model, cluster and global batch '
+            "(willitscale plan), each estimated again in full; the flags of a row give it to "
+            "<code>willitscale estimate</code>.</p>")
+    return note + _table(("plan", "step", "tokens/s", "throughput", "memory per GPU", "flags"),
+                         rows, numeric=(1, 2, 3, 4), here=0)
+
+
 def _cards(c: ReportContents) -> str:
     est = c.estimate
     items = [(format_time(est.step_time), "step time"),
@@ -235,8 +254,8 @@ def render_html(c: ReportContents, *, figure_format: str = "svg", charts: dict |
     fig = lambda key: "".join(figure_html(ch, figure_format) for ch in charts.get(key, []))  # noqa: E731
     est = c.estimate
     plans = ""
-    if charts.get("plans"):
-        plans = f'<h2 id="plans">Other plans</h2>{fig("plans")}'
+    if c.plans:
+        plans = f'<h2 id="plans">Other parallel plans</h2>{fig("plans")}{_plans_table(c)}'
     unknowns = "".join(f'<p class="muted">Not computed: {esc(u)}</p>' for u in est.unknowns)
     return Template(PAGE).substitute(
         version=esc(__version__), title=esc(c.title), css=CSS, summary=esc(_summary(c)),

@@ -76,9 +76,9 @@ def handbook_tflop_per_gpu(model_size_in_B, seqlen, global_batch_size, total_gpu
 
 
 APPROXIMATION_LABELS = {
-    "kaplan_6p": "6P (Kaplan 2020; seeds/001)",
+    "kaplan_6p": "6P (Kaplan 2020; 'Will it scale to N GPUs?')",
     "kaplan_6n": "6N (Kaplan 2020, N = non-embedding)",
-    "handbook_8p_full_recompute": "8P (seeds/000 handbook, full recompute)",
+    "handbook_8p_full_recompute": "8P (the handbook, Bekman; full recompute)",
     "palm_6n_12lhqt": "6N + 12LHQT (PaLM)",
     "korthikanti_72lh2": "72lh^2(1+s/6h+V/12lh) (Korthikanti 2022)",
     "narayanan_96lh2_full_recompute": "96lh^2(1+s/6h+V/16lh) (Narayanan 2021, full recompute)",

@@ -66,7 +66,7 @@ CONVENTIONS: Mapping[str, StateConvention] = MappingProxyType({
             description="mixed-precision Adam: fp16 weights and gradients, fp32 master weights, "
                         "fp32 Adam moments (2 + 2 + 4 + 4 + 4)",
             source="Rajbhandari et al. 2020 (ZeRO), section 3.1: 2Ψ + 2Ψ + KΨ with K = 12; "
-                   "seeds/002 quotes it as 16 x 175B",
+                   "'GPU fabrics for GenAI workloads' quotes it as 16 x 175B",
         ),
         StateConvention(
             name="handbook-18", weights=2, gradients=4, master=4, optimizer=8,
@@ -74,7 +74,7 @@ CONVENTIONS: Mapping[str, StateConvention] = MappingProxyType({
                         "half copy), 4 of fp32 gradients, 8 of Adam moments; also Megatron-LM's "
                         "bf16 params + fp32 main grads (6 + 12/dp with its distributed optimizer)",
             source="Bekman, Machine Learning Engineering, 'Anatomy of Model's Memory' "
-                   "(cited by seeds/000 as 18 bytes per parameter)",
+                   "(the handbook's networking chapter cites it as 18 bytes per parameter)",
         ),
         StateConvention(
             name="fp32-16", weights=4, gradients=4, master=0, optimizer=8,

@@ -1,8 +1,9 @@
 """Run a scenario exported by ``willitscale.fabric.export.scenario`` in SimGrid; print its time.
 
-Run with a Python that has SimGrid (Debian: ``apt-get install python3-simgrid``, then
-``/usr/bin/python3 benchmarks/fabric_simgrid.py < scenario.json``). It prints the completion
-time in seconds as JSON. ``tests/parity/test_fabric_simgrid.py`` drives it.
+The worker of ``tests/parity/test_fabric_simgrid.py`` (not a test itself: pytest collects only
+``test_*.py``). It runs under a Python that has SimGrid, usually not willitscale's venv (Debian:
+``apt-get install python3-simgrid``, then ``/usr/bin/python3 tests/parity/simgrid_worker.py <
+scenario.json``), and prints the completion time in seconds as JSON.
 
 SimGrid is configured as a plain max-min fair flow model so the comparison is like for like:
 ``network/model:CM02`` (no LV08 bandwidth factor 0.97 / latency factor 13.01),
