@@ -98,3 +98,18 @@ def test_jobs_and_incast():
     assert r.stream_times["job1"] == r.stream_times["job0"]
     # incast: 3 senders x 1 GB into one 50 GB/s link = 60 ms (+ 2 us)
     assert simulate(t, incast_traffic([1, 2, 3], 0, 1e9)).completion_time == pytest.approx(0.06 + 2e-6)
+
+
+def test_hierarchical_rings_across_servers_stay_on_one_rail_with_rail_placement():
+    # The rail placement walks odd servers backwards (0123 / 3210 / ...). The hierarchical
+    # all_reduce's ring across servers joins the GPUs of one local index (NCCL: one NIC rail), so
+    # whatever the ring order nothing crosses rails: no byte on a leaf->spine link, and a 4:1
+    # spine costs nothing (it used to pair local j with local 3 - j, through the spine).
+    times = {}
+    for over in (4, 1):
+        t = rail_optimized(nodes=4, gpus_per_node=4, oversubscription=over, links=LINKS)
+        r = simulate(t, collective_traffic(t, "all_reduce", 1e9, algorithm="hierarchical", placement="rail"))
+        up = np.asarray(t.tiers)[t.link_tier] == "leaf->spine"
+        assert r.link_bytes[up].sum() == 0
+        times[over] = r.completion_time
+    assert times[4] == pytest.approx(times[1], rel=1e-12)

@@ -68,7 +68,7 @@ def rail_optimized(*, nodes: int, gpus_per_node: int = 8, radix: int = 128,
     """
     nodes, g, radix = _int("nodes", nodes), _int("gpus_per_node", gpus_per_node), _int("radix", radix, 2)
     if not oversubscription >= 1:
-        raise ConfigError("oversubscription", oversubscription, "a ratio >= 1 (down:up capacity at the leaf)")
+        raise ConfigError("oversubscription", oversubscription, "a ratio >= 1 (downlink:uplink capacity at the leaf)")
     speedup = links.switch_bandwidth / links.nic_bandwidth
     d_max = leaf_ports(radix, oversubscription, speedup)[0]
     per_rail = math.ceil(nodes / d_max)
