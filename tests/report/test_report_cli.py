@@ -93,3 +93,23 @@ def test_plot_helpers_for_bench_validate_and_plan_take_plain_records(tmp_path, c
     plan_plots(str(tmp_path), plans)
     assert (tmp_path / "plans.png").exists() and (tmp_path / "plans-memory.png").exists()
     assert "plans.{png,svg}" in capsys.readouterr().err
+
+
+def test_scale_plot_with_one_node_count_draws_no_crossover_and_says_why(cli, tmp_path,
+                                                                        scenario_flags):
+    # one node count has no scaling curve and no crossover: drawing a one-point "scaling" chart
+    # would mislead, so only the breakdown is written and stderr says why
+    code, out, err = cli("scale", *scenario_flags, "--nodes", "4", "--plot", str(tmp_path))
+    assert code == 0, err
+    assert {p.name for p in tmp_path.iterdir()} == {"breakdown.png", "breakdown.svg"}
+    assert "only one node count (4)" in err and "crossover" in err
+
+
+def test_scale_plot_of_a_plan_out_of_memory_still_draws(cli, tmp_path):
+    # Llama-2-7B without ZeRO on A100 80GB PCIe needs ~155 GiB per GPU (18 bytes per parameter
+    # of training state alone is 121 GB): every row is OOM, the table and the figures still come
+    code, out, err = cli("scale", "--model", "llama2-7b", "--gpu", "a100-80gb-pcie",
+                         "--gpus-per-node", "4", "--nodes", "1,2", "--seq-len", "2048",
+                         "--micro-batch", "2", "--plot", str(tmp_path))
+    assert code == 0, err
+    assert "OOM" in out and (tmp_path / "comms-vs-compute.png").exists()

@@ -127,3 +127,93 @@ def test_plot_inputs_are_checked():
         predicted_vs_measured([1.0], [1.0, 2.0])
     with pytest.raises(ConfigError):
         step_timeline([])
+    from willitscale.report.plots.scaling import comms_vs_compute
+
+    with pytest.raises(ConfigError):  # one node count has no crossover to draw
+        comms_vs_compute([4], [0.42], [0.69])
+
+
+def test_a_pipeline_timeline_shows_its_bubble_in_the_bubble_colour():
+    # Megatron-LM's GPT-3 175B layout: 16 stages, 192 micro-batches per step, so the 1F1B bubble
+    # is (p-1)/m = 15/192 = 7.8% of the ideal time; the estimate puts half before the first
+    # forward (the pipeline filling) and half after the last backward (draining)
+    from matplotlib.colors import to_hex
+
+    from willitscale.plan.build import build_scenario
+    from willitscale.plan.estimate import estimate
+    from willitscale.report.figures import timeline_chart
+
+    est = estimate(build_scenario({"model": "gpt3-175b", "gpu": "a100-80gb", "nodes": 128,
+                                   "gpus_per_node": 8, "inter_node": "8x200Gbps", "tp": 8,
+                                   "pp": 16, "dp": 8, "global_batch": 1536, "micro_batch": 1,
+                                   "seq_len": 2048, "recompute": "full"}))
+    assert est.breakdown.bubble / est.step_time > 0.05
+    chart = timeline_chart([("128 nodes", est)])
+    ax = chart.figure.axes[0]
+    bubble = [c for c in ax.collections
+              if to_hex(c.get_facecolor()[0]).upper() == COLORS["bubble"].upper()]
+    drawn = sum(w for c in bubble for _, w in _bars(c))
+    # the time axis is in seconds here (the step is 28.8 s, time_unit keeps s from 10 s)
+    assert drawn == pytest.approx(est.breakdown.bubble, rel=1e-6)
+    legend = [t.get_text() for t in chart.figure.legends[0].get_texts()]
+    assert "pipeline bubble" in legend
+    # 191 micro-batches drawn as one block are forward + backward, not "bwd"
+    texts = [t.get_text() for t in ax.texts]
+    assert "bwd" not in texts and any("191" in t for t in texts)
+
+
+def _bars(collection):
+    """(x, width) of each bar of a broken_barh collection."""
+    out = []
+    for path in collection.get_paths():
+        xs = path.vertices[:, 0]
+        out.append((xs.min(), xs.max() - xs.min()))
+    return out
+
+
+def test_memory_chart_adds_up_to_the_estimates_total_and_marks_the_usable_memory():
+    # seeds/000's 2B job: weights 2 B + gradients 4 B + Adam 12 B per parameter, plus the DDP
+    # bucket copy of the gradients (4 B): 22 x 2e9 = 44e9 bytes = 41.0 GiB; a plan may fill 0.9
+    # of 80 GiB = 72 GiB
+    from willitscale.plan.build import build_scenario
+    from willitscale.plan.estimate import estimate
+    from willitscale.report.figures import memory_chart
+
+    est = estimate(build_scenario({"params": 2e9, "gpu": "a100-80gb", "nodes": 4,
+                                   "gpus_per_node": 8, "inter_node": "200Gbps", "micro_batch": 2,
+                                   "seq_len": 2048, "hfu": 0.5, "recompute": "full"}))
+    assert est.memory.total == pytest.approx(22 * 2e9)
+    chart = memory_chart([("4 nodes", est)])
+    ax = chart.figure.axes[0]
+    widths = sum(p.get_width() for p in ax.patches)
+    assert widths == pytest.approx(44e9 / GIB)
+    assert any("41.0 of 72.0 GiB usable" in t.get_text() for t in ax.texts)
+    labels = [t.get_text() for t in chart.figure.legends[0].get_texts()]
+    assert "buffers" in labels and "activations" not in labels  # unknown: said, not drawn
+
+
+def test_requirements_chart_keeps_every_row_on_the_link_that_limits_it():
+    # `requirements --json` rows of a PCIe node: one node is limited inside the node (per GPU,
+    # PCIe 4.0 x16 = 31.5 GB/s = 252 Gb/s today), two and four nodes by the NICs (per node, 4 x
+    # 200 Gb/s = 800 Gb/s today). Every row must be drawn, each against its own link's rate.
+    from willitscale.report.figures import requirements_charts
+
+    def row(nodes, link, now, needed):
+        return {"nodes": nodes, "params": 7e9, "link": link, "current_bandwidth_Gbps": now,
+                "required_bandwidth_Gbps": needed, "comms_within_backward_Gbps": None}
+
+    rows = [row(1, "intra-node, per GPU", 252.0, 300.0),
+            row(2, "inter-node, per node", 800.0, 900.0),
+            row(4, "inter-node, per node", 800.0, 1000.0)]
+    (chart,) = requirements_charts(rows, share=0.05)
+    intra, inter = chart.figure.axes  # the panel of the fewest nodes first
+    assert "per GPU" in intra.get_ylabel() and "per node" in inter.get_ylabel()
+
+    def drawn(ax):
+        lines = {line.get_label(): line for line in ax.lines}
+        needed = lines["needed: 7B parameters"]
+        today = next(v for k, v in lines.items() if k.startswith("today"))
+        return list(needed.get_xdata()), list(needed.get_ydata()), today.get_ydata()[0]
+
+    assert drawn(intra) == ([1], [300.0], 252.0)
+    assert drawn(inter) == ([2, 4], [900.0, 1000.0], 800.0)

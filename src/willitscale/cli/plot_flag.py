@@ -38,13 +38,19 @@ def estimate_plots(directory: str, est) -> list:
 
 
 def scale_plots(directory: str, settings, nodes) -> list:
-    """``scale --plot``: breakdown by node count, efficiency, comms vs compute (crossover)."""
+    """``scale --plot``: breakdown by node count, efficiency, comms vs compute (crossover); plans
+    out of memory are drawn with their numbers (marked OOM), as the table shows them. With one
+    node count only the breakdown: stderr says why."""
     from willitscale.plan.build import build_scenario
     from willitscale.plan.estimate import estimate
-    from willitscale.report.figures import scaling_charts
+    from willitscale.report.figures import scaling_charts, scaling_notes
 
     def charts():
-        return scaling_charts([estimate(build_scenario({**settings, "nodes": n})) for n in nodes])
+        estimates = [estimate(build_scenario({**settings, "nodes": n}), allow_oom=True)
+                     for n in nodes]
+        for note in scaling_notes(estimates):
+            print(f"note: {note}", file=sys.stderr)
+        return scaling_charts(estimates)
 
     return write_plots(directory, charts)
 
@@ -171,10 +177,11 @@ def plan_plots(directory: str, plans, *, top: int = 10) -> list:
             buffers = [m.get("buffers_bytes") or 0.0 for m in mems]
             if any(buffers):  # ZeRO-3 gathered layers, pipeline receive buffers
                 parts["buffers"] = buffers
+            usable = [m.get("limit_bytes") or m["capacity_bytes"] for m in mems]
             out.append(memory_bars(
                 [p["label"] for p in best], parts,
-                [m["capacity_bytes"] for m in mems], title="Memory per GPU, best plans",
-                name="plans-memory"))
+                [m["capacity_bytes"] for m in mems], usable=usable,
+                title="Memory per GPU, best plans", name="plans-memory"))
         return out
 
     return write_plots(directory, charts)

@@ -47,9 +47,6 @@ def compact_table(title: str, columns, rows, *, caption: str = "", file=None) ->
     console(file).print(table)
 
 
-#: the bottleneck verdicts as the table's "limit" column shows them
-_LIMIT = {"compute": "compute", "inter-node network": "inter", "intra-node network": "intra",
-          "storage": "storage", "out of memory": "OOM"}
 
 
 def print_scaling(rows, *, title: str = "Scaling", file=None) -> None:
@@ -57,10 +54,12 @@ def print_scaling(rows, *, title: str = "Scaling", file=None) -> None:
     columns = (("nodes", ""), ("GPUs", ""), ("batch", ""), ("comms", "s"), ("comp.", "s"),
                ("exp.", "s"), ("step", "s"), ("limit", ""), ("fits", ""), ("tok/s", ""),
                ("MFU", ""), ("speed", "up"), ("eff.", ""))
+    from willitscale.report.chartdata import LIMIT_SHORT
+
     fits = {True: "yes", False: "no", None: "?"}
     compact_table(title, columns, [
         (r.nodes, r.gpus, r.global_batch, f"{r.comms:.3f}", f"{r.compute:.3f}",
-         f"{r.exposed_comms:.3f}", f"{r.step_time:.3f}", _LIMIT.get(r.bottleneck, r.bottleneck),
+         f"{r.exposed_comms:.3f}", f"{r.step_time:.3f}", LIMIT_SHORT.get(r.bottleneck, r.bottleneck),
          fits[r.fits], _short(r.tokens_per_s), f"{r.mfu:.2f}", f"{r.speedup:.2f}x",
          f"{100 * r.efficiency:.0f}%") for r in rows],
         caption="comp.: compute, forward + backward; exp.: exposed communication; limit: the "

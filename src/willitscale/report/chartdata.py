@@ -11,8 +11,20 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["BREAKDOWN_PARTS", "breakdown_parts", "crossover", "ideal_throughput", "efficiency",
-           "memory_parts", "pair_matrix"]
+__all__ = ["BREAKDOWN_PARTS", "breakdown_parts", "compute_time", "crossover", "ideal_throughput",
+           "efficiency", "memory_parts", "pair_matrix", "LIMIT_SHORT"]
+
+#: the bottleneck verdicts as the scaling tables' "limit" column shows them
+LIMIT_SHORT = {"compute": "compute", "inter-node network": "inter", "intra-node network": "intra",
+               "storage": "storage", "out of memory": "OOM"}
+
+
+def compute_time(est) -> float:
+    """Seconds of compute per step as every report compares it: forward + backward (incl.
+    recomputation), the bottleneck's busy ``compute``; the overlap slowdown and the optimizer
+    are not in it. The verdict, the comms-vs-compute chart and ``scale`` use this one number."""
+    busy = dict(getattr(est.bottleneck, "busy", ()))
+    return float(busy.get("compute", est.compute))
 
 #: the breakdown's fields in drawing order (bottom to top), as style meanings
 BREAKDOWN_PARTS = (("data_loading", "data"), ("forward", "forward"), ("backward", "backward"),
@@ -68,13 +80,19 @@ def efficiency(gpus: Sequence[float], throughput: Sequence[float]) -> list[float
 
 
 def memory_parts(memories: Sequence) -> dict[str, list[float | None]]:
-    """``{meaning: [bytes per memory breakdown]}`` (activations ``None`` when unknown)."""
-    return {
+    """``{meaning: [bytes per memory breakdown]}`` (activations ``None`` when unknown); the
+    buffers (DDP bucket copies, ZeRO-3 gathered layers, pipeline receive buffers) when any
+    breakdown has some, so the parts add up to :attr:`MemoryBreakdown.total`."""
+    out = {
         "weights": [m.weights for m in memories],
         "gradients": [m.gradients for m in memories],
         "optimizer_states": [m.optimizer for m in memories],
         "activations": [m.activations for m in memories],
     }
+    buffers = [float(getattr(m, "buffers", 0.0) or 0.0) for m in memories]
+    if any(buffers):
+        out["buffers"] = buffers
+    return out
 
 
 def pair_matrix(pair_ids, pair_bytes, gpus: int, *, group: int = 1):

@@ -10,10 +10,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from willitscale.units import format_bandwidth, format_time
+from willitscale.units import format_bandwidth, format_size
 
-__all__ = ["ReportContents", "build_contents", "default_sweep", "verdict", "what_would_change",
-           "better_plan", "levers"]
+__all__ = ["ReportContents", "Requirement", "build_contents", "default_sweep", "sweep_settings",
+           "requirement_at", "requirement_label", "verdict", "what_would_change", "better_plan",
+           "levers"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Requirement:
+    """The least line rate of the link that limits one node count (``link_requirement``)."""
+
+    nodes: int
+    level: str | None  #: intra (per GPU), inter (per node), measured, None (no communication)
+    now: float  #: that link's line rate now, bytes/s one direction
+    needed: float | None  #: the least line rate for the target share; None: this link alone cannot
+    limited_by: str | None = None  #: when ``needed`` is None: the other level, or "latency"
+
+    @property
+    def per(self) -> str:
+        """What the rate is per: ``"GPU"`` inside a node, ``"node"`` across nodes."""
+        return "GPU" if self.level == "intra" else "node"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -22,17 +39,19 @@ class ReportContents:
 
     title: str
     scenario: Any  #: the :class:`~willitscale.plan.scenario.Scenario` asked about
-    estimate: Any  #: its :class:`~willitscale.plan.result.StepEstimate`
+    estimate: Any  #: its :class:`~willitscale.plan.result.StepEstimate` (out of memory kept)
     one_node: Any = None  #: the same job on one node (None on one node, or when infeasible)
     sweep: tuple = ()  #: estimates over node counts, increasing
     skipped: tuple[tuple[int, str], ...] = ()  #: node counts the sweep could not estimate, why
-    requirements: tuple[tuple[int, float | None], ...] = ()  #: (nodes, least line rate bytes/s)
-    needed: tuple[float | None, Any] = (None, None)  #: this node count: (line rate, estimate there)
+    requirements: tuple[Requirement, ...] = ()  #: per node count of the sweep above one node
+    needed: Requirement | None = None  #: this node count's requirement
+    needed_estimate: Any = None  #: the estimate at ``needed.needed`` (None when it cannot)
     share: float = 0.05  #: exposed-communication share the requirements aim for
     command: str = ""  #: the command that made the report
     plans: tuple[Mapping[str, Any], ...] = ()  #: the planner's best plans, when it ran
     #: (change, estimate with it): the same job with one lever moved, computed, not guessed
     what_ifs: tuple[tuple[str, Any], ...] = ()
+    sweep_note: str = ""  #: how the sweep's scenarios differ from the one asked about
 
     @property
     def efficiency(self) -> float | None:
@@ -43,93 +62,158 @@ class ReportContents:
             (self.one_node.tokens_per_s / self.one_node.gpus)
 
 
-def default_sweep(nodes: int) -> list[int]:
-    """Powers of two from 1 to at least 16 and 4x the scenario's nodes, plus the nodes."""
+def default_sweep(nodes: int, least: int = 1) -> list[int]:
+    """Powers of two from ``least`` (the fewest nodes the model-parallel degrees fit on) to at
+    least 16 and 4x the scenario's nodes, plus the nodes."""
     top = max(16, 4 * nodes)
     out, n = [], 1
     while n <= top:
-        out.append(n)
+        if n >= least:
+            out.append(n)
         n *= 2
     return sorted(set(out) | {nodes})
+
+
+def _fewest_nodes(scenario) -> int:
+    """Nodes one model replica needs: tp x pp x cp GPUs over the GPUs per node, rounded up."""
+    plan = scenario.plan
+    return max(1, -(-plan.tp * plan.pp * plan.cp // scenario.cluster.node.gpus_per_node))
+
+
+def sweep_settings(settings: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The settings for other node counts, and what changes: a data-parallel degree given for
+    this node count cannot hold on another (tp x pp x cp x dp = GPUs), so dp fills the GPUs the
+    other degrees leave."""
+    if settings.get("dp") is None:
+        return dict(settings), ""
+    fixed = " x ".join(f"{k} {settings[k]}" for k in ("tp", "pp", "cp")
+                       if (settings.get(k) or 1) > 1)
+    return ({k: v for k, v in settings.items() if k != "dp"},
+            f"At other node counts dp fills the GPUs{' ' + fixed + ' leave' if fixed else ''} "
+            f"(dp {settings['dp']} is for {settings.get('nodes', 1)} nodes).")
 
 
 def _estimate_at(settings: Mapping[str, Any], nodes: int):
     from willitscale.plan.build import build_scenario
     from willitscale.plan.estimate import estimate
 
-    return estimate(build_scenario({**settings, "nodes": nodes}))
+    return estimate(build_scenario({**settings, "nodes": nodes}), allow_oom=True)
+
+
+def requirement_at(scenario, share: float = 0.05) -> tuple[Requirement, Any]:
+    """The requirement of ``scenario`` on its limiting link, and the engine context there."""
+    from willitscale.plan.requirements import link_requirement
+
+    req = link_requirement(scenario, max_exposed_share=share)
+    return Requirement(nodes=scenario.cluster.nodes, level=req.level, now=req.now,
+                       needed=req.needed, limited_by=req.limited_by), req.context
 
 
 def build_contents(settings: Mapping[str, Any], *, sweep: Sequence[int] | None = None,
                    share: float = 0.05, command: str = "", plans: Sequence = ()) -> ReportContents:
-    """Run the model for a report on ``settings`` (flags and file merged, SI values)."""
+    """Run the model for a report on ``settings`` (flags and file merged, SI values). A plan
+    that does not fit in memory is reported with its numbers and an out-of-memory verdict."""
     from willitscale.errors import WillItScaleError
     from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import estimate
-    from willitscale.plan.requirements import least_link_bandwidth
+    from willitscale.plan.estimate import estimate, estimate_in_context
 
     scenario = build_scenario(settings)
-    est = estimate(scenario)
+    est = estimate(scenario, allow_oom=True)
     nodes = scenario.cluster.nodes
+    others, note = sweep_settings(settings)
     points, skipped = [], []
-    for n in sorted(set(sweep or default_sweep(nodes))):
+    for n in sorted(set(sweep or default_sweep(nodes, _fewest_nodes(scenario)))):
         try:
-            points.append(est if n == nodes else _estimate_at(settings, n))
+            points.append(est if n == nodes else _estimate_at(others, n))
         except WillItScaleError as exc:  # e.g. a global batch that does not divide
             skipped.append((n, str(exc)))
     one = next((p for p in points if p.nodes == 1), None) if nodes > 1 else None
     if nodes > 1 and one is None:
         try:
-            one = _estimate_at(settings, 1)
+            one = _estimate_at(others, 1)
         except WillItScaleError:
             one = None
-    reqs = []
-    for p in points:
-        if p.nodes > 1:
-            needed, _ = least_link_bandwidth(build_scenario({**settings, "nodes": p.nodes}),
-                                             max_exposed_share=share)
-            reqs.append((p.nodes, needed))
-    here = least_link_bandwidth(scenario, max_exposed_share=share)
-    what_ifs = _what_ifs(settings, scenario)
+    here, ctx = requirement_at(scenario, share)
+    reqs = [here if p.nodes == nodes else
+            requirement_at(build_scenario({**others, "nodes": p.nodes}), share)[0]
+            for p in points if p.nodes > 1]
+    at = None if here.needed is None else estimate_in_context(scenario, ctx, allow_oom=True)
     title = scenario.name or _default_title(scenario, est)
     return ReportContents(title=title, scenario=scenario, estimate=est, one_node=one,
                           sweep=tuple(points), skipped=tuple(skipped), requirements=tuple(reqs),
-                          needed=here, share=share, command=command, plans=tuple(plans),
-                          what_ifs=what_ifs)
+                          needed=here, needed_estimate=at, share=share, command=command,
+                          plans=tuple(plans), what_ifs=_what_ifs(settings, scenario, est),
+                          sweep_note=note if len(points) > 1 else "")
 
 
-def _what_ifs(settings: Mapping[str, Any], scenario) -> tuple[tuple[str, Any], ...]:
-    """The job with one lever moved: twice the inter-node bandwidth, gradients reduced in bf16,
-    twice the gradient accumulation. Levers that do not apply (one node, bf16 already, a fixed
-    global batch) or that the model refuses are left out."""
-    from dataclasses import replace
-
+def _what_ifs(settings: Mapping[str, Any], scenario, est) -> tuple[tuple[str, Any], ...]:
+    """The job with one lever moved, each estimated again: twice the bandwidth of the link inside
+    the node when it limits, twice the inter-node bandwidth, gradients reduced in bf16, twice the
+    gradient accumulation; for a plan that does not fit, the single memory changes that make it
+    fit instead. Levers that do not apply or that the model refuses are left out."""
     from willitscale.errors import WillItScaleError
     from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import estimate
-    from willitscale.plan.requirements import scaled_link
+    from willitscale.plan.engine import make_context
+    from willitscale.plan.estimate import estimate, estimate_in_context
+    from willitscale.plan.levers import scaled_context
 
-    out = []
-    node = scenario.cluster.node
+    if est.bottleneck.resource == "out of memory":
+        return _memory_what_ifs(settings, scenario)
+    links = make_context(scenario).links
+    out: list[tuple[str, Any]] = []
+    if est.bottleneck.level == "intra":
+        out.append((f"twice the intra-node link bandwidth "
+                    f"({format_bandwidth(2 * links.intra_line_rate)} per GPU)", {"intra": 2.0}))
     if scenario.cluster.nodes > 1:
-        faster = replace(scenario, cluster=replace(scenario.cluster,
-                                                   node=replace(node, nic=scaled_link(node.nic, 2.0))))
+        node = scenario.cluster.node
         out.append((f"twice the inter-node bandwidth ({node.nics} x "
-                    f"{format_bandwidth(2 * node.nic.bandwidth, bits=True)} per node)", faster))
+                    f"{format_bandwidth(2 * node.nic.bandwidth, bits=True)} per node)",
+                    {"inter": 2.0}))
     if scenario.ddp.grad_reduce_dtype == "fp32":
         out.append(("gradients all-reduced in bf16 (--grad-reduce-dtype bf16)",
-                    {**settings, "grad_reduce_dtype": "bf16"}))
+                    build_scenario({**settings, "grad_reduce_dtype": "bf16"})))
     if settings.get("global_batch") is None:
         accum = 2 * scenario.plan.grad_accum
         out.append((f"a batch per GPU twice as large (--grad-accum {accum})",
-                    {**settings, "grad_accum": accum}))
+                    build_scenario({**settings, "grad_accum": accum})))
     done = []
     for label, what in out:
         try:
-            est = estimate(what if not isinstance(what, Mapping) else build_scenario(what))
+            if isinstance(what, Mapping):  # a link level made faster, as the estimate's fixes do
+                e = estimate_in_context(scenario, scaled_context(make_context(scenario), **what))
+            else:
+                e = estimate(what)
         except WillItScaleError:
             continue
-        done.append((label, est))
+        done.append((label, e))
+    return tuple(done)
+
+
+def _memory_what_ifs(settings: Mapping[str, Any], scenario) -> tuple[tuple[str, Any], ...]:
+    """For a plan out of memory: higher ZeRO stages, full recomputation, micro-batch 1 (the
+    global batch kept), each kept only when it fits."""
+    from willitscale.errors import WillItScaleError
+    from willitscale.plan.build import build_scenario
+    from willitscale.plan.estimate import estimate
+
+    plan = scenario.plan
+    changes: list[tuple[str, dict]] = []
+    if plan.dp * plan.cp > 1:
+        changes += [(f"--zero {z}", {"zero": z}) for z in range(plan.zero + 1, 4)]
+    if plan.recompute != "full" and scenario.model is not None:
+        changes.append(("--recompute full", {"recompute": "full"}))
+    if plan.micro_batch > 1:
+        keep = ({} if settings.get("global_batch") is not None
+                else {"grad_accum": plan.grad_accum * plan.micro_batch})
+        changes.append((f"--micro-batch 1 (grad-accum x{plan.micro_batch})",
+                        {"micro_batch": 1, **keep}))
+    done = []
+    for label, change in changes:
+        try:
+            est = estimate(build_scenario({**settings, **change}))
+        except WillItScaleError:  # still out of memory, or not a valid plan
+            continue
+        done.append((f"{label} (fits: {format_size(est.memory.total, binary=True)} per GPU)", est))
     return tuple(done)
 
 
@@ -145,41 +229,9 @@ def _default_title(scenario, est) -> str:
     return f"{model} on {c.nodes} × {c.node.gpus_per_node} {c.gpu.name}"
 
 
-def _cluster_words(c: ReportContents) -> str:
-    cluster = c.scenario.cluster
-    return (f"{cluster.nodes} node{'s' if cluster.nodes != 1 else ''} × "
-            f"{cluster.node.gpus_per_node} {cluster.gpu.name} ({cluster.gpus} GPUs)")
-
-
-def verdict(c: ReportContents) -> str:
-    """The answer in one sentence: does it scale, what limits it, by how much."""
-    est = c.estimate
-    b = est.bottleneck
-    busy = dict(b.busy)
-    compute = busy.get("compute", est.compute)
-    eff = c.efficiency
-    scaling = (f", and its {est.gpus} GPUs reach {eff:.0%} of linear scaling from one node"
-               if eff is not None else "")
-    share = est.exposed_comms / est.step_time if est.step_time else 0.0
-    if b.resource.endswith("network"):
-        return (f"No — on {_cluster_words(c)} the {b.resource} is the bottleneck: it is busy "
-                f"{format_time(busy.get(b.resource, est.comms))} per step against "
-                f"{format_time(compute)} of compute, so {format_time(est.exposed_comms)} of each "
-                f"{format_time(est.step_time)} step ({share:.0%}) waits for it{scaling}.")
-    if b.resource == "storage":
-        return (f"No — on {_cluster_words(c)} storage is the bottleneck: reading the step's data "
-                f"takes {format_time(busy.get('storage', 0.0))} against {format_time(compute)} of "
-                f"compute{scaling}.")
-    word = "Yes" if eff is None or eff >= 0.9 else "Mostly"
-    return (f"{word} — on {_cluster_words(c)} compute is the bottleneck: communication "
-            f"({format_time(est.comms)} per step) runs under {format_time(compute)} of compute, "
-            f"{format_time(est.exposed_comms)} of the {format_time(est.step_time)} step "
-            f"({share:.0%}) stays exposed{scaling}.")
-
-
 def what_would_change(c: ReportContents) -> list[str]:
     """The cheapest changes that flip the verdict, as the estimate computed them (bandwidth,
-    batch, gradient dtype), then the planner's best plan when it ran."""
+    batch, gradient dtype; memory when out of memory), then the planner's best plan when it ran."""
     out = list(c.estimate.bottleneck.fixes)
     best = better_plan(c)
     if best is not None:
@@ -199,15 +251,31 @@ def better_plan(c: ReportContents) -> Mapping[str, Any] | None:
     return best if best.get("tokens_per_s", 0.0) > 1.005 * c.estimate.tokens_per_s else None
 
 
+def requirement_label(req: Requirement, share: float) -> str:
+    """``"inter-node bandwidth 329 Gb/s per node line rate (...)"``, or the link inside the node
+    per GPU when that is the link that limits."""
+    what = (f"inter-node bandwidth {format_bandwidth(req.needed, bits=True)} per node"
+            if req.level == "inter" else
+            f"intra-node link {format_bandwidth(req.needed)} per GPU")
+    return f"{what} line rate (exposed communication <= {share:.0%})"
+
+
 def levers(c: ReportContents) -> list[tuple[str, Any]]:
-    """``(change, estimate)`` for each lever moved alone, best throughput first: the bandwidth
-    that keeps exposed communication under the target share, then :attr:`what_ifs`."""
+    """``(change, estimate)`` for each lever moved alone, best throughput first: the line rate of
+    the limiting link that keeps exposed communication under the target share, then
+    :attr:`what_ifs`."""
     out: list[tuple[str, Any]] = []
-    needed, at = c.needed
-    if c.scenario.cluster.nodes > 1 and needed is not None and at is not None:
-        now = c.scenario.cluster.node.inter_node_bandwidth
-        if needed > now * 1.001:
-            out.append((f"inter-node bandwidth {format_bandwidth(needed, bits=True)} per node "
-                        f"(exposed communication <= {c.share:.0%})", at))
+    req, at = c.needed, c.needed_estimate
+    if (req is not None and at is not None and req.level in ("intra", "inter")
+            and c.estimate.bottleneck.resource != "out of memory"
+            and req.needed > req.now * 1.001):
+        out.append((requirement_label(req, c.share), at))
     out += list(c.what_ifs)
     return sorted(out, key=lambda item: -item[1].tokens_per_s)
+
+
+def verdict(c: ReportContents) -> str:
+    """The answer in one sentence (:func:`willitscale.report.verdict.verdict`)."""
+    from willitscale.report.verdict import verdict as sentence
+
+    return sentence(c)

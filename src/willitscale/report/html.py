@@ -61,7 +61,6 @@ def report_charts(c: ReportContents) -> dict[str, list]:
         scaling_charts,
         timeline_chart,
     )
-    from willitscale.report.plots.requirements import bandwidth_requirements
 
     est = c.estimate
     groups = ([(cluster_label(c.one_node) + " (for comparison)", c.one_node)]
@@ -70,12 +69,11 @@ def report_charts(c: ReportContents) -> dict[str, list]:
               "scaling": scaling_charts(list(c.sweep)) if c.sweep else [],
               "memory": [memory_chart([(cluster_label(est), est)])], "requirements": [],
               "plans": []}
-    if c.requirements:
-        nodes = [n for n, _ in c.requirements]
-        needed = [None if b is None else b * 8 / 1e9 for _, b in c.requirements]
-        now = c.scenario.cluster.node.inter_node_bandwidth * 8 / 1e9
-        charts["requirements"] = [bandwidth_requirements(
-            nodes, {"this job": needed}, current=now, share=c.share)]
+    panels = _requirement_panels(c)
+    if panels:
+        from willitscale.report.plots.requirements import requirement_panels
+
+        charts["requirements"] = [requirement_panels(panels, share=c.share)]
     if c.plans:
         from willitscale.report.plots.planner import top_plans
 
@@ -83,6 +81,24 @@ def report_charts(c: ReportContents) -> dict[str, list]:
                                      _plan_parts(c.plans), [p["tokens_per_s"] for p in c.plans],
                                      fits=[p.get("fits") for p in c.plans])]
     return charts
+
+
+def _requirement_panels(c: ReportContents) -> list:
+    """One panel per link that limits some node count of the sweep, each against its rate now."""
+    from willitscale.report.figures import LINK_OF_LEVEL
+    from willitscale.report.plots.requirements import RequirementPanel
+
+    panels = []
+    levels = sorted({r.level for r in c.requirements if r.level is not None},
+                    key=lambda lvl: min(r.nodes for r in c.requirements if r.level == lvl))
+    for level in levels:
+        rows = [r for r in c.requirements if r.level == level]
+        if rows:
+            gbps = [None if r.needed is None else r.needed * 8 / 1e9 for r in rows]
+            panels.append(RequirementPanel(link=LINK_OF_LEVEL[level], nodes=[r.nodes for r in rows],
+                                           required={"this job": gbps},
+                                           current=rows[-1].now * 8 / 1e9))
+    return panels
 
 
 def _plan_parts(plans) -> dict[str, list[float]]:
@@ -116,13 +132,18 @@ def _plans_table(c: ReportContents) -> str:
 
 
 def _cards(c: ReportContents) -> str:
+    from willitscale.report.verdict import exposed_share, percent
+
     est = c.estimate
-    items = [(format_time(est.step_time), "step time"),
+    oom = " (if it fit)" if est.memory.fits is False else ""
+    items = [(format_time(est.step_time), "step time" + oom),
              (f"{est.tokens_per_s:,.0f}", "tokens/s (whole job)"),
              (f"{est.mfu:.1%}", "MFU"),
              (format_time(est.comms), "communication per step"),
-             (format_time(est.exposed_comms), "of it exposed"),
-             (format_size(est.memory.total, binary=True), "memory per GPU (known parts)")]
+             (format_time(est.exposed_comms), f"of it exposed: {percent(exposed_share(est))} of "
+                                              "the step"),
+             (format_size(est.memory.total, binary=True),
+              f"memory per GPU ({format_size(est.memory.limit, binary=True)} usable)")]
     if c.efficiency is not None:
         items.insert(3, (f"{c.efficiency:.0%}", "scaling efficiency vs 1 node"))
     return "".join(f'<div class="card"><b>{esc(v)}</b><span>{esc(k)}</span></div>' for v, k in items)
@@ -134,29 +155,43 @@ def _breakdown_table(est) -> str:
              ("backward (incl. recompute)", b.backward), ("overlap slowdown", b.overlap_slowdown),
              ("exposed communication", b.exposed_comms), ("optimizer", b.optimizer),
              ("pipeline bubble", b.bubble))
-    rows = [(name, format_time(v), f"{v / est.step_time:.0%}" if est.step_time else "-")
+    from willitscale.report.verdict import percent
+
+    rows = [(name, format_time(v), percent(v / est.step_time) if est.step_time else "-")
             for name, v in parts if v > 0]
     rows.append(("step", format_time(est.step_time), "100%"))
     return _table(("part of the step", "time", "share"), rows, numeric=(1, 2))
 
 
 def _scaling_table(c: ReportContents) -> str:
+    """The sweep as ``willitscale scale`` prints it: the bottleneck (limit) and whether the plan
+    fits in memory at each node count, beside the times."""
+    from willitscale.report.chartdata import LIMIT_SHORT, compute_time
+    from willitscale.report.figures import scaling_notes
+
     if not c.sweep:
         return ""
     first = c.sweep[0]
+    fits = {True: "yes", False: "no", None: "?"}
     rows = []
     for e in c.sweep:
         eff = (e.tokens_per_s / e.gpus) / (first.tokens_per_s / first.gpus)
-        rows.append((e.nodes, e.gpus, e.global_batch, format_time(e.compute), format_time(e.comms),
-                     format_time(e.exposed_comms), format_time(e.step_time),
-                     "comms" if e.scaling_verdict else "compute", f"{e.tokens_per_s:,.0f}",
-                     f"{e.mfu:.2f}", f"{eff:.0%}"))
+        rows.append((e.nodes, e.gpus, e.global_batch, format_time(compute_time(e)),
+                     format_time(e.comms), format_time(e.exposed_comms), format_time(e.step_time),
+                     LIMIT_SHORT.get(e.bottleneck.resource, e.bottleneck.resource),
+                     fits[e.memory.fits], f"{e.tokens_per_s:,.0f}", f"{e.mfu:.2f}", f"{eff:.0%}"))
     here = next((i for i, e in enumerate(c.sweep) if e.nodes == c.estimate.nodes), None)
-    note = "".join(f'<p class="muted">{esc(n)} nodes not estimated: {esc(why)}</p>'
-                   for n, why in c.skipped)
+    notes = [c.sweep_note] if c.sweep_note else []
+    notes += [f"{n} nodes not estimated: {why}" for n, why in c.skipped]
+    notes += [n[0].upper() + n[1:] + "." for n in scaling_notes(list(c.sweep))]
+    note = "".join(f'<p class="muted">{esc(n)}</p>' for n in notes)
+    legend = ('<p class="muted">compute: forward + backward; limit: the bottleneck (inter/intra: '
+              "the network between or inside nodes, when exposed communication exceeds 5% of the "
+              "step; OOM: the plan does not fit in memory, its times shown anyway); fits: memory "
+              "(?: activations unknown).</p>")
     return _table(("nodes", "GPUs", "batch", "compute", "comms", "exposed", "step", "limit",
-                   "tokens/s", "MFU", f"eff. vs {first.nodes}"), rows,
-                  numeric=range(0, 11), here=here) + note
+                   "fits", "tokens/s", "MFU", f"eff. vs {first.nodes}"), rows,
+                  numeric=(0, 1, 2, 3, 4, 5, 6, 9, 10, 11), here=here) + legend + note
 
 
 def _comm_table(est) -> str:
@@ -169,10 +204,15 @@ def _comm_table(est) -> str:
 def _memory_table(m) -> str:
     gib = lambda x: "unknown" if x is None else format_size(x, binary=True)  # noqa: E731
     fits = {True: "fits", False: "does not fit", None: "state fits; activations unknown"}[m.fits]
-    return _table(("weights", "gradients", "optimizer states", "activations", "total", "GPU memory",
-                   "verdict"), [(gib(m.weights), gib(m.gradients), gib(m.optimizer),
-                                 gib(m.activations), gib(m.total), gib(m.capacity), fits)],
-                  numeric=range(6)) + f'<p class="muted">Convention: {esc(m.convention)}</p>'
+    where = f"; the {m.stage}, the fullest" if m.stage else ""
+    return _table(("weights", "gradients", "optimizer states", "activations", "buffers", "total",
+                   "usable", "GPU memory", "verdict"),
+                  [(gib(m.weights), gib(m.gradients), gib(m.optimizer), gib(m.activations),
+                    gib(m.buffers), gib(m.total), gib(m.limit), gib(m.capacity), fits)],
+                  numeric=range(8)) + (
+        f'<p class="muted">Per GPU{esc(where)}. Usable: {m.fraction:g} of the GPU memory '
+        f"(--memory-fraction, the planner's rule). Buffers: DDP bucket copies, ZeRO-3 gathered "
+        f"layers, pipeline receive buffers. Convention: {esc(m.convention)}</p>")
 
 
 def _inputs_table(c: ReportContents) -> str:
@@ -225,24 +265,28 @@ def _sources(c: ReportContents) -> list[tuple[str, str]]:
 
 
 def _fixes(c: ReportContents) -> str:
+    from willitscale.report.verdict import exposed_share, percent
+
     items = what_would_change(c)
     est = c.estimate
     if items:
         out = '<ul class="fixes">' + "".join(f"<li>{esc(x)}</li>" for x in items) + "</ul>"
     else:
-        out = (f'<p>Compute is the bottleneck; {esc(format_time(est.exposed_comms))} of '
-               "communication still shows in each step because DDP can overlap it only with "
-               "backward. The levers below shorten it.</p>")
+        out = (f"<p>Compute is the bottleneck: {esc(format_time(est.exposed_comms))} of "
+               f"communication ({esc(percent(exposed_share(est)))} of the step) stays exposed, "
+               "under the 5% that would make the network the bottleneck. The levers below "
+               "shorten what remains.</p>")
+    share = lambda e: percent(exposed_share(e))  # noqa: E731
+    mem = lambda e: format_size(e.memory.total, binary=True)  # noqa: E731
     rows = [(label, format_time(e.step_time), f"{e.tokens_per_s:,.0f}",
-             f"{e.tokens_per_s / est.tokens_per_s:.2f}x",
-             f"{e.exposed_comms / e.step_time:.0%}" if e.step_time else "-")
+             f"{e.tokens_per_s / est.tokens_per_s:.2f}x", share(e), mem(e))
             for label, e in levers(c)]
     if rows:
         rows.insert(0, ("as given", format_time(est.step_time), f"{est.tokens_per_s:,.0f}",
-                        "1.00x", f"{est.exposed_comms / est.step_time:.0%}"))
+                        "1.00x", share(est), mem(est)))
         out += ('<p class="muted">Each lever moved alone, estimated again:</p>'
-                + _table(("change", "step", "tokens/s", "throughput", "exposed"), rows,
-                         numeric=(1, 2, 3, 4), here=0))
+                + _table(("change", "step", "tokens/s", "throughput", "exposed",
+                          "memory per GPU"), rows, numeric=(1, 2, 3, 4, 5), here=0))
     return out
 
 
@@ -259,7 +303,8 @@ def render_html(c: ReportContents, *, figure_format: str = "svg", charts: dict |
     unknowns = "".join(f'<p class="muted">Not computed: {esc(u)}</p>' for u in est.unknowns)
     return Template(PAGE).substitute(
         version=esc(__version__), title=esc(c.title), css=CSS, summary=esc(_summary(c)),
-        verdict=esc(verdict(c)), verdict_class="bad" if est.scaling_verdict else "good",
+        verdict=esc(verdict(c)),
+        verdict_class="good" if est.bottleneck.resource == "compute" else "bad",
         cards=_cards(c), fixes=_fixes(c), timeline_figure=fig("timeline"),
         breakdown_table=_breakdown_table(est), scaling_figures=fig("scaling"),
         scaling_table=_scaling_table(c), communication_table=_comm_table(est),

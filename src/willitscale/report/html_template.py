@@ -19,7 +19,7 @@ h2 { font-size: 19px; margin: 36px 0 10px; padding-bottom: 4px; border-bottom: 1
 .verdict { font-size: 17px; padding: 14px 18px; border-radius: 8px; background: #fff;
            border-left: 6px solid var(--good); box-shadow: 0 1px 2px rgba(0,0,0,.06); }
 .verdict.bad { border-left-color: var(--bad); }
-.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(130px, 1fr)); gap: 10px;
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(112px, 1fr)); gap: 10px;
          margin: 16px 0 0; }
 .card { background: #fff; border: 1px solid var(--rule); border-radius: 8px; padding: 10px 12px; }
 .card b { display: block; font-size: 20px; }
@@ -35,6 +35,7 @@ th, td { text-align: left; padding: 5px 10px; border-bottom: 1px solid var(--rul
          vertical-align: top; }
 th { background: #f2f2f2; font-weight: 600; }
 td.num, th.num { text-align: right; }
+td.num { white-space: nowrap; }
 tr.here td { font-weight: 600; background: #fff8e6; }
 .muted { color: var(--muted); }
 code { background: #f0f0f0; padding: 1px 4px; border-radius: 4px; font-size: 13px;

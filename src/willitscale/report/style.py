@@ -38,6 +38,7 @@ COLORS = MappingProxyType({
     "gradients": "#999933",
     "optimizer_states": "#F0E442",  #: the optimizer's colour: its states
     "activations": "#44AA99",
+    "buffers": "#882255",  #: DDP bucket copies, ZeRO-3 gathered layers, pipeline receive buffers
 })
 
 #: hatch patterns that add meaning beyond colour (readable in greyscale too)
@@ -50,7 +51,7 @@ LABELS = MappingProxyType({
     "optimizer": "optimizer", "bubble": "pipeline bubble", "idle": "idle", "compute": "compute",
     "measured": "measured", "predicted": "predicted", "ideal": "ideal",
     "weights": "weights", "gradients": "gradients", "optimizer_states": "optimizer states",
-    "activations": "activations",
+    "activations": "activations", "buffers": "buffers",
 })
 
 #: a timeline span's kind -> the meaning (colour) it is drawn with

@@ -25,14 +25,16 @@ from willitscale.errors import ConfigError
 
 __all__ = ["KINDS", "LANES", "Span", "Timeline", "render_timeline"]
 
-#: what a span is doing; the renderer's fill character and the trace's category.
-KINDS = ("data", "forward", "backward", "optimizer", "comm", "idle")
+#: what a span is doing; the renderer's fill character and the trace's category. ``bubble`` is
+#: a pipeline stage waiting while the pipeline fills or drains (drawn on the idle lane).
+KINDS = ("data", "forward", "backward", "optimizer", "comm", "idle", "bubble")
 #: the lanes, top to bottom.
 LANES = ("data", "compute", "comms", "idle")
 
-_FILL = {"data": "=", "forward": "#", "backward": "#", "optimizer": "#", "comm": "~", "idle": "."}
+_FILL = {"data": "=", "forward": "#", "backward": "#", "optimizer": "#", "comm": "~", "idle": ".",
+         "bubble": "x"}
 _LABEL = {"data": "DL", "forward": "fwd", "backward": "bwd", "optimizer": "opt",
-          "comm": "comms", "idle": "idle"}
+          "comm": "comms", "idle": "idle", "bubble": "bubble"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

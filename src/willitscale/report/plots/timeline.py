@@ -8,34 +8,61 @@ Drawn like the handbook chapter's diagrams (seeds/000)::
 one block of lanes per rank group (a pipeline stage, a node count, ...), so a 1-node and a
 4-node step side by side show where the idle time appears. Spans of one kind closer than 0.2%
 of the axis merge into one block (hundreds of DDP buckets read as one all-reduce), and a block
-never shrinks below 0.3% of the axis, so a short exposed all-reduce stays visible.
+never shrinks below 0.3% of the axis, so a short exposed all-reduce stays visible. A pipeline's
+bubble (a span of kind ``bubble``, or an idle span its schedule names a bubble) is drawn in the
+bubble's colour, not as idle time; the earlier micro-batches a schedule draws as one span are
+labelled as such (``fwd + bwd × 191``), not as one backward.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from willitscale.report.plots.base import Chart, new_figure, styled, time_unit
 from willitscale.report.style import COLORS, HATCHES, KIND_MEANING, LABELS, WIDE
 from willitscale.report.timeline import LANES, Timeline
 
-__all__ = ["step_timeline", "merged_blocks"]
+__all__ = ["step_timeline", "merged_blocks", "display_kind"]
 
 _BLOCK_TEXT = {"data": "DL", "forward": "fwd", "backward": "bwd", "optimizer": "opt",
                "comm": "comms", "idle": "idle", "bubble": "bubble"}
 _LANE_NAME = {"data": "data", "compute": "compute", "comms": "comms", "idle": "idle"}
 
 
-def merged_blocks(spans, gap: float) -> list[tuple[float, float, str]]:
-    """``(start, end, kind)`` blocks: same-kind spans at most ``gap`` apart merged, in order."""
-    blocks: list[tuple[float, float, str]] = []
+#: the name a schedule gives the earlier micro-batches it draws as one span
+_COLLAPSED = re.compile(r"micro-(?:batches|steps) 1-(\d+)")
+
+
+def display_kind(span) -> str:
+    """The kind ``span`` is drawn as: ``bubble`` for the pipeline bubble (kind ``bubble``, or an
+    idle span the schedule named a bubble), else its kind."""
+    if span.kind == "idle" and "bubble" in span.name:
+        return "bubble"
+    return span.kind
+
+
+def _text(span, kind: str) -> str:
+    collapsed = _COLLAPSED.search(span.name)
+    if collapsed:
+        return f"fwd + bwd × {collapsed.group(1)}"
+    return _BLOCK_TEXT.get(kind, kind)
+
+
+def merged_blocks(spans, gap: float) -> list[tuple[float, float, str, str]]:
+    """``(start, end, kind, text)`` blocks: spans drawn alike (:func:`display_kind`, same text) at
+    most ``gap`` apart merged, in order."""
+    blocks: list[tuple[float, float, str, str]] = []
     for s in sorted(spans, key=lambda s: (s.start, s.end)):
         if s.duration <= 0:
             continue
-        if blocks and blocks[-1][2] == s.kind and s.start - blocks[-1][1] <= gap:
-            blocks[-1] = (blocks[-1][0], max(blocks[-1][1], s.end), s.kind)
+        kind = display_kind(s)
+        text = _text(s, kind)
+        if (blocks and blocks[-1][2] == kind and blocks[-1][3] == text
+                and s.start - blocks[-1][1] <= gap):
+            blocks[-1] = (blocks[-1][0], max(blocks[-1][1], s.end), kind, text)
         else:
-            blocks.append((s.start, s.end, s.kind))
+            blocks.append((s.start, s.end, kind, text))
     return blocks
 
 
@@ -46,7 +73,7 @@ def _lanes(timeline: Timeline) -> list[str]:
 
 def _draw_lane(ax, y: float, blocks, *, xmax: float, scale: float, kinds_seen: list[str]) -> None:
     least = 0.003 * xmax
-    for start, end, kind in blocks:
+    for start, end, kind, text in blocks:
         meaning = KIND_MEANING.get(kind, kind)
         width = max(end - start, least)
         ax.broken_barh([(start / scale, width / scale)], (y - 0.36, 0.72),
@@ -56,7 +83,7 @@ def _draw_lane(ax, y: float, blocks, *, xmax: float, scale: float, kinds_seen: l
             kinds_seen.append(kind)
         if width > 0.07 * xmax:
             dark = meaning in ("backward", "communication", "bubble", "data")
-            ax.text((start + width / 2) / scale, y, _BLOCK_TEXT.get(kind, kind), ha="center",
+            ax.text((start + width / 2) / scale, y, text, ha="center",
                     va="center", fontsize=8.5, color="white" if dark else "#222222")
 
 
@@ -87,7 +114,9 @@ def step_timeline(groups: Sequence[tuple[str, Timeline]], *, title: str = "One t
     fig, ax = new_figure(figsize=(WIDE[0], 1.25 + 0.36 * rows))
     y, yticks, ylabels, kinds = 0.0, [], [], []
     for label, timeline in groups:
-        ax.text(0, y, f"{label} — step {timeline.step_time / scale:,.0f} {unit}", ha="left",
+        from willitscale.units import format_time
+
+        ax.text(0, y, f"{label} — step {format_time(timeline.step_time)}", ha="left",
                 va="center", fontsize=9.5, fontweight="bold")
         top = y
         y -= 1
@@ -96,7 +125,8 @@ def step_timeline(groups: Sequence[tuple[str, Timeline]], *, title: str = "One t
             _draw_lane(ax, y, blocks, xmax=xmax, scale=scale, kinds_seen=kinds)
             _draw_slowdown(ax, y, timeline.lane(lane), scale=scale, kinds_seen=kinds)
             yticks.append(y)
-            ylabels.append(_LANE_NAME[lane])
+            bubble = lane == "idle" and any(b[2] == "bubble" for b in blocks)
+            ylabels.append("bubble / idle" if bubble else _LANE_NAME[lane])
             y -= 1
         ax.plot([timeline.step_time / scale] * 2, [top - 0.5, y + 0.5], color=COLORS["limit"],
                 linewidth=1.0, linestyle=(0, (3, 2)))
@@ -117,7 +147,10 @@ def step_timeline(groups: Sequence[tuple[str, Timeline]], *, title: str = "One t
                      label=LABELS[meaning[k]]) for k in order if k in kinds]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4),
                handlelength=1.4, columnspacing=1.2)
+    bubble = (" Pipeline bubble: the stage waiting while the pipeline fills and drains, drawn "
+              "half before the first forward and half after the last backward."
+              if "bubble" in kinds else "")
     return Chart(name=name, title=title, figure=fig,
                  caption="Lanes of one GPU per group (every data-parallel rank does the same); "
-                         "the dashed line ends the step. Idle: compute waiting for the "
-                         "gradient all-reduce.")
+                         "the dashed line ends the step. Idle: compute waiting for "
+                         "communication." + bubble)
