@@ -27,3 +27,23 @@ def test_affine_model_is_exact_for_one_collective():
     groups = [[0, 8, 16, 24], [1, 9, 17, 25]]  # two DP groups on rails 0 and 1
     g = flow_collective_model(t, "all_reduce", routing=rt, groups=groups)
     assert g.call.ranks == 4 and g.per_byte > 0
+
+
+def test_channels_run_in_lockstep_so_every_affine_model_is_exact():
+    # review-2 FB2: the line through 1 and 2 GB is exact because step k of every channel and
+    # group is one phase (it ends when its last byte arrives anywhere), so each step lasts
+    # c_k x size + latency. A ring all_reduce over 2 servers x 8 GPUs: 8 channels x 16 flows in
+    # one phase, repeated 2(16 - 1) = 30 times.
+    from willitscale.fabric.traffic import call_phases, collective_call
+
+    t = cluster_topology(build_cluster(preset="dgx-h100", nodes=2), oversubscription=2)
+    (phase,) = call_phases(t, collective_call(t, "all_reduce", 1e9))
+    assert phase.flows == 8 * 16 and set(phase.key.tolist()) == set(range(8)) and phase.repeat == 30
+    rt = parse_routing("ecmp", seed=2)
+    for op, algorithm in (("all_reduce", "tree"), ("all_to_all", None), ("broadcast", None),
+                          ("all_reduce", "hierarchical")):  # steps charged their slowest flow, trees, phases
+        m = flow_collective_model(t, op, routing=rt, algorithm=algorithm, placement="flat")
+        for size in (1e4, 3.7e8):
+            direct = simulate_collective(t, op, size, routing=rt, algorithm=algorithm,
+                                         placement="flat").completion_time
+            assert float(m.time(size)) == pytest.approx(direct, rel=1e-9)

@@ -52,3 +52,13 @@ def test_the_step_uses_the_simulated_all_reduce():
     assert est.comms == pytest.approx(float(np.sum(ar.time(sizes))), rel=1e-9)
     analytic = estimate(build_scenario(SETTINGS))
     assert est.comms != pytest.approx(analytic.comms, rel=1e-3)
+
+
+def test_flow_network_fat_tree_keeps_its_oversubscription():
+    # --topology fat-tree --oversubscription 4 used to be accepted and then ignored. 2 DGX H100 =
+    # 16 GPUs at 4:1: the smallest even k whose leaves hold them is 6 (leaf 4 down / 1 up,
+    # 4 + 1 <= 6 < 5 + 2; 6 leaves x 4 = 24 >= 16; k = 4 holds 4 x 3 = 12)
+    sc = build_scenario({**SETTINGS, "network": "flow", "topology": "fat-tree", "oversubscription": 4})
+    t = sc.network.build(sc.cluster)
+    assert (t.params["k"], t.params["spines"], t.params["effective_oversubscription"]) == (6, 1, 4)
+    assert "4:1 at the leaf" in sc.network.describe()

@@ -76,3 +76,21 @@ def test_feasible_and_every_flow_has_a_bottleneck(problem):
 def test_flow_on_no_link_is_rejected():
     with pytest.raises(ValueError):
         max_min_fair(csr_matrix((1, 1)), np.array([1.0]))
+
+
+def test_unfrozen_flows_on_links_is_each_such_flow_once_by_either_path():
+    # the helper takes a sparse path (few entries) or a dense pass (many); both must give every
+    # unfrozen flow that crosses one of the links, once
+    from willitscale.fabric.maxmin import _unfrozen_on
+
+    rng = np.random.default_rng(1)
+    n_flows, n_links = 400, 30
+    inc = csr_matrix((np.ones(1200), (rng.integers(0, n_flows, 1200), rng.integers(0, n_links, 1200))),
+                     shape=(n_flows, n_links))
+    by_link = inc.T.tocsr()
+    dense = inc.toarray() > 0
+    unfrozen = rng.random(n_flows) < 0.7
+    for links in (np.array([3]), np.arange(n_links)):  # ~40 entries (sparse path), all (dense)
+        got = _unfrozen_on(by_link, links, unfrozen, np.empty(n_flows, dtype=np.int64))
+        want = np.flatnonzero(dense[:, links].any(axis=1) & unfrozen)
+        assert np.array_equal(np.sort(got), want) and np.unique(got).size == got.size

@@ -106,3 +106,18 @@ def test_never_faster_than_the_bottleneck_bound(seed, nodes, gpn, over, routing,
     step = np.max(phase.size / alone + lat)
     assert r.completion_time >= phase.repeat * step * (1 - 1e-9)
     assert np.all(r.link_bytes <= t.link_capacity * r.completion_time * (1 + 1e-9))
+
+
+def test_adaptive_can_lose_to_ecmp_as_documented():
+    # review-2 FB1, docs/fabric.md "adaptive": per-hop greedy choices that count flows can do
+    # worse than hashing. Dragonfly of 4 groups x 4 routers x 2 global links, 2 one-GPU servers per
+    # router (8 GPUs per group); 8 global ports per group over 3 peer groups, so group 3 has only
+    # 2 cables to each other group. all_to_all of 100 MB over 32 GPUs: group 3 sends
+    # 8 x 8 x 100 MB / 32 = 200 MB to group 0 over 2 x 50 GB/s -> no routing beats 2 ms.
+    from willitscale.topology import dragonfly
+
+    t = dragonfly(groups=4, routers_per_group=4, global_links=2, nodes_per_router=2, gpus_per_node=1)
+    tr = collective_traffic(t, "all_to_all", 100e6)
+    times = {r: simulate(t, tr, parse_routing(r)).completion_time for r in ("ecmp", "adaptive", "spray")}
+    assert min(times.values()) >= 2e-3
+    assert times["adaptive"] > 1.1 * times["ecmp"]  # 2.69 ms vs 2.32 ms (seed 0); spray 2.05 ms

@@ -7,6 +7,7 @@ from willitscale.errors import ConfigError
 from willitscale.fabric import ParallelLayout, StepComm, simulate, step_traffic, traffic_matrix
 from willitscale.fabric.traffic import (
     channel_orders,
+    collective_traffic,
     incast_traffic,
     job_nodes,
     jobs_traffic,
@@ -63,6 +64,27 @@ def test_gpt3_layout_leaves_99_percent_of_gpu_pairs_idle():
     tm = traffic_matrix(tr, t.gpus)
     assert tm.pairs == 523776 and tm.pairs_with_traffic == 2944
     assert tm.idle_pair_share == pytest.approx(1 - 2944 / 523776)
+    # where the pairs sit: TP inside servers; DP (stride 8 GPUs = one server) and PP (stride 128
+    # GPUs = 16 servers) keep the local GPU index, so they stay on one rail; nothing crosses rails:
+    # a rail-only fabric carries this layout without a spine
+    by = traffic_matrix(tr, t)
+    assert dict(by.pairs_by_placement) == {"same_server": 1024, "same_rail": 896 + 1024, "cross_rail": 0}
+    assert by.gpus_with_traffic == 1024 and by.byte_share_by_placement["cross_rail"] == 0
+
+
+def test_flat_ring_puts_its_server_hops_across_rails():
+    # 16 servers x 8 GPUs, 8 channels. Flat order: channel k walks each server from local k to
+    # local k-1 and hops to local k of the next server - every hop between servers changes rails:
+    # 8 channels x 16 hops = 128 cross-rail pairs; inside servers the channels' rotations cover
+    # the 8 neighbour pairs of each server's cycle: 128. A ring step moves 128 equal flows per
+    # channel, 16 of them between servers: 16/128 = 12.5% of the bytes cross rails. The rail
+    # order (odd servers walked backwards) keeps those 128 server hops on one rail.
+    t = rail_optimized(nodes=16, gpus_per_node=8, links=LINKS)
+    flat = traffic_matrix(collective_traffic(t, "all_reduce", 1e9, placement="flat"), t)
+    assert dict(flat.pairs_by_placement) == {"same_server": 128, "same_rail": 0, "cross_rail": 128}
+    assert flat.byte_share_by_placement["cross_rail"] == pytest.approx(16 / 128)
+    rail = traffic_matrix(collective_traffic(t, "all_reduce", 1e9, placement="rail"), t)
+    assert rail.pairs_by_placement["cross_rail"] == 0 and rail.pairs_by_placement["same_rail"] == 128
 
 
 def test_jobs_and_incast():
@@ -76,3 +98,18 @@ def test_jobs_and_incast():
     assert r.stream_times["job1"] == r.stream_times["job0"]
     # incast: 3 senders x 1 GB into one 50 GB/s link = 60 ms (+ 2 us)
     assert simulate(t, incast_traffic([1, 2, 3], 0, 1e9)).completion_time == pytest.approx(0.06 + 2e-6)
+
+
+def test_hierarchical_rings_across_servers_stay_on_one_rail_with_rail_placement():
+    # The rail placement walks odd servers backwards (0123 / 3210 / ...). The hierarchical
+    # all_reduce's ring across servers joins the GPUs of one local index (NCCL: one NIC rail), so
+    # whatever the ring order nothing crosses rails: no byte on a leaf->spine link, and a 4:1
+    # spine costs nothing (it used to pair local j with local 3 - j, through the spine).
+    times = {}
+    for over in (4, 1):
+        t = rail_optimized(nodes=4, gpus_per_node=4, oversubscription=over, links=LINKS)
+        r = simulate(t, collective_traffic(t, "all_reduce", 1e9, algorithm="hierarchical", placement="rail"))
+        up = np.asarray(t.tiers)[t.link_tier] == "leaf->spine"
+        assert r.link_bytes[up].sum() == 0
+        times[over] = r.completion_time
+    assert times[4] == pytest.approx(times[1], rel=1e-12)

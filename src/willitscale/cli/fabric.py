@@ -59,8 +59,11 @@ def register(subparsers) -> None:
                                        "willitscale fabric sizes --radix 64 --oversubscription 3"))
     z.add_argument("--radix", type=int, default=128)
     z.add_argument("--gpus-per-node", type=int, default=8)
-    z.add_argument("--oversubscription", type=float, default=1.0, help="at the leaf (down:up)")
-    z.add_argument("--top-oversubscription", type=float, default=7.0, help="group-to-spine, 3-tier")
+    z.add_argument("--oversubscription", type=float, default=1.0,
+                   help="downlink:uplink capacity at the leaf (a dragonfly router: GPU ports:global links)")
+    z.add_argument("--top-oversubscription", type=float, default=1.0,
+                   help="downlink:uplink capacity at the middle tier of 3-tier kinds (the article's 28K "
+                   "cluster: 7)")
     z.add_argument("--json", action="store_true")
     z.set_defaults(run=run_sizes)
     m = sub.add_parser("simulate", help="simulate a collective, several jobs, incast or a training step",
@@ -91,7 +94,9 @@ def _topology_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--nodes", type=int, help="servers (default 16 where it applies)")
     g.add_argument("--gpus-per-node", type=int, help="GPUs per server = rails (default 8)")
     g.add_argument("--radix", type=int, help="switch ports (default 128)")
-    g.add_argument("--oversubscription", type=float, help="leaf down:up ports (default 1)")
+    g.add_argument("--oversubscription", type=float, help="downlink:uplink capacity at the leaf (default 1)")
+    g.add_argument("--top-oversubscription", type=float,
+                   help="fat-tree --tiers 3: downlink:uplink capacity at the aggregation tier (default 1)")
     g.add_argument("--spines", type=int)
     g.add_argument("--k", type=int, help="fat-tree switch radix")
     g.add_argument("--tiers", type=int, help="fat-tree tiers: 2 or 3")
@@ -108,8 +113,8 @@ def _topology_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--advertised", action="store_true",
                    help="catalog links at their advertised rate (default: x their achievable efficiency)")
     g.add_argument("--uplink", help="switch-to-switch link bandwidth (default: as --nic)")
-    g.add_argument("--nic-latency", help="end to end through one switch (default 2us)")
-    g.add_argument("--nvlink-latency", help="GPU to GPU over NVLink (default 1us)")
+    g.add_argument("--nic-latency", help="end to end through one switch (default 2.7us)")
+    g.add_argument("--nvlink-latency", help="GPU to GPU over NVLink (default 0.6us)")
     g.add_argument("--switch-latency", help="added per switch-to-switch hop (default 0.5us)")
 
 
@@ -117,7 +122,8 @@ def _traffic_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("traffic")
     g.add_argument("--collective", default="all_reduce", help="all_reduce, all_gather, reduce_scatter, "
                    "all_to_all, broadcast, reduce, send_recv")
-    g.add_argument("--size", default="1GB", help="bytes per rank, nccl-tests convention (default 1GB)")
+    g.add_argument("--size", default="1GB",
+                   help="bytes per rank, nccl-tests convention; with --incast bytes per sender (default 1GB)")
     g.add_argument("--algorithm", help="ring, tree, hierarchical (all_reduce); direct, pairwise (all_to_all)")
     g.add_argument("--placement", choices=("rail", "flat"), default="rail",
                    help="ring order over servers: rail (hops stay on a rail) or flat (GPU index order)")
@@ -130,6 +136,9 @@ def _traffic_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--job-layout", choices=("packed", "interleaved"), default="packed")
     g.add_argument("--incast", type=int, metavar="N", help="N GPUs on other servers all send --size to GPU 0")
     g.add_argument("--step", action="store_true", help="one training step's TP/CP/EP/PP/DP traffic")
+    g.add_argument("--order", default="tp,cp,ep,dp,pp",
+                   help="with --step: rank nesting, innermost first (default Megatron-LM's tp,cp,ep,dp,pp; "
+                   "tp,cp,ep,pp,dp keeps a model copy on neighbouring servers and spreads DP widest)")
     for d in ("tp", "cp", "ep", "dp", "pp"):
         g.add_argument(f"--{d}", type=int, default=1, help=f"{d.upper()} degree (with --step)")
         g.add_argument(f"--{d}-bytes", default="0", help=f"bytes per {d.upper()} operation per GPU")
@@ -182,8 +191,8 @@ def _spec(args, kind: str):
     if getattr(args, "topology_file", None):
         return TopologySpec.load(args.topology_file)
     params = {}
-    for name in ("nodes", "gpus_per_node", "radix", "oversubscription", "spines", "k", "tiers", "groups",
-                 "routers_per_group", "global_links", "nodes_per_router", "dims"):
+    for name in ("nodes", "gpus_per_node", "radix", "oversubscription", "top_oversubscription", "spines", "k",
+                 "tiers", "groups", "routers_per_group", "global_links", "nodes_per_router", "dims"):
         v = getattr(args, name)
         if v is not None:
             params[name] = _dims(v) if name == "dims" else v
@@ -280,8 +289,12 @@ def run_sizes(args) -> int:
     if args.json:
         print_json({"radix": args.radix, "gpus_per_node": args.gpus_per_node, "clusters": rows})
         return 0
-    print_table(f"largest cluster from {args.radix}-port switches, {args.gpus_per_node}-GPU servers",
-                ["topology", "GPUs", "switches", "how"], [[r.kind, f"{r.gpus:,}", f"{r.switches:,}", r.how]
+    ratios = "".join(f", {r:g}:1 {where}" for r, where in ((args.oversubscription, "at the leaf"),
+                                                          (args.top_oversubscription, "at the middle tier"))
+                     if r != 1)
+    print_table(f"largest cluster from {args.radix}-port switches, {args.gpus_per_node}-GPU servers{ratios}",
+                ["topology", "GPUs", "switches", "how"], [[r.kind, f"{r.gpus:,}" if r.gpus else "-",
+                                                           f"{r.switches:,}" if r.gpus else "-", r.how]
                                                           for r in rows])
     return 0
 
@@ -337,7 +350,7 @@ def _simulate_collective(args, topo, size, seeds) -> dict:
         rep = sweep.worst
         out = {"op": rep.call.op.value, "size_bytes": size, "ranks": rep.call.ranks,
                "routing": rep.routing.name, **sweep.to_json()}
-    out["traffic_matrix"] = traffic_matrix(rep.result.traffic, topo.gpus).to_json()
+    out["traffic_matrix"] = traffic_matrix(rep.result.traffic, topo).to_json()
     out["_result"] = rep.result  # for --plot; run_simulate takes it out
     return out
 
@@ -355,7 +368,8 @@ def _step_traffic(args, topo, size):
     if args.jobs > 1:
         return jobs_traffic(topo, args.jobs, args.collective, size, layout=args.job_layout,
                             algorithm=args.algorithm, placement=args.placement, channels=args.channels)
-    layout = ParallelLayout(tp=args.tp, cp=args.cp, ep=args.ep, dp=args.dp, pp=args.pp)
+    order = tuple(x.strip().lower() for x in str(args.order).split(","))
+    layout = ParallelLayout(tp=args.tp, cp=args.cp, ep=args.ep, dp=args.dp, pp=args.pp, order=order)
     kw = {f"{d}_bytes": parse_size(getattr(args, f"{d}_bytes"), field=f"--{d}-bytes") for d in
           ("tp", "cp", "ep", "pp", "dp")}
     kw.update({f"{d}_count": getattr(args, f"{d}_count") for d in ("tp", "cp", "ep", "pp")})
@@ -384,12 +398,29 @@ def _simulate_streams(args, topo, size, seeds) -> dict:
                 "alone_time_s": alone[s.name], "slowdown": res.stream_times[s.name] / alone[s.name]
                 if alone[s.name] > 0 else 1.0} for s in traffic.streams]
     out = {"traffic": "incast" if args.incast else "step" if args.step else "jobs",
-           "routing": res.routing.name, "seeds": seeds,
+           "routing": res.routing.name, "seeds": seeds, **({"worst_seed": seed} if len(seeds) > 1 else {}),
            "completion_time_s": {"mean": float(times.mean()), "worst": float(times.max())}
            if len(seeds) > 1 else float(times[0]),
            "streams": streams, **link_report(res).to_json(),
-           "traffic_matrix": traffic_matrix(traffic, topo.gpus).to_json(), "_result": res}
+           "traffic_matrix": traffic_matrix(traffic, topo).to_json(), "_result": res}
+    if args.incast:
+        out["incast"] = _incast_summary(topo, traffic, res, seed, args)
     return out
+
+
+def _incast_summary(topo, traffic, res, seed, args) -> dict:
+    """The incast in numbers: fan-in, what one sender alone takes, the slowdown, the receiver link."""
+    from willitscale.fabric.flows import Phase, Stream, Traffic
+    from willitscale.fabric.simulator import simulate
+
+    phase = traffic.streams[0].phases[0]
+    one = Traffic([Stream(name="one", phases=(Phase(src=phase.src[:1], dst=phase.dst[:1],
+                                                    size=phase.size[:1]),))])
+    alone = simulate(topo, one, _routing(args, seed)).completion_time
+    return {"senders": int(phase.flows), "receiver": topo.vertex_names[topo.gpu_vertex[int(phase.dst[0])]],
+            "bytes_per_sender": float(phase.size[0]), "one_sender_time_s": alone,
+            "slowdown_vs_one_sender": res.completion_time / alone if alone > 0 else 1.0,
+            "per_sender_GBps": float(phase.size[0]) / res.completion_time / 1e9}
 
 
 def _print_simulation(out: dict) -> None:
@@ -406,17 +437,25 @@ def _print_simulation(out: dict) -> None:
                 f"over seeds {out['seeds'][0]}..{out['seeds'][-1]}")
         hot = out.get("hottest_link_flows")
         if hot:
-            c.print(f"hottest link (worst seed): {hot['worst_seed_link']} with {hot['worst_seed']} flows")
+            c.print(f"worst seed {out['worst_seed']}: hottest link {hot['worst_seed_link']} carried "
+                    f"{hot['worst_seed_flows']} flows at once (mean over seeds {hot['mean']:g})")
     else:
         c.print(f"completion time: {format_time(t)}")
     if "busbw_GBps" in out and not isinstance(out["busbw_GBps"], dict):
         c.print(f"algbw {out['algbw_GBps']:.1f} GB/s, busbw {out['busbw_GBps']:.1f} GB/s "
                 f"({out['op']}, {out['ranks']} ranks, {out['algorithm']}, {out['channels']} channel(s))")
-    if "streams" in out:
+    inc = out.get("incast")
+    if inc:
+        c.print(f"incast: {inc['senders']} senders x {inc['bytes_per_sender'] / 1e9:g} GB into {inc['receiver']}: "
+                f"{inc['slowdown_vs_one_sender']:.2f}x the {format_time(inc['one_sender_time_s'])} of one sender "
+                f"alone; each sender gets {inc['per_sender_GBps']:.3g} GB/s")
+    if len(out.get("streams", ())) > 1:
         print_table("streams", ["stream", "time", "alone", "slowdown"],
                     [[s["stream"], format_time(s["time_s"]), format_time(s["alone_time_s"]),
                       f"{s['slowdown']:.2f}x"] for s in out["streams"]])
-    c.print(f"fabric links: max utilisation {out['max_link_utilization']:.1%}, "
+    which = "" if not isinstance(t, dict) else " (mean over seeds)" if "per_seed" in out else \
+        f" (worst seed {out['worst_seed']})"
+    c.print(f"fabric links{which}: max utilisation {out['max_link_utilization']:.1%}, "
             f"mean {out['mean_link_utilization']:.1%}")
     if out.get("hottest_links"):
         print_table("hottest links", ["link", "tier", "utilisation", "flows at once"],
@@ -426,5 +465,9 @@ def _print_simulation(out: dict) -> None:
     if tm:
         c.print(f"GPU pairs carrying traffic: {tm['gpu_pairs_with_traffic']:,} of {tm['gpu_pairs']:,} "
                 f"({1 - tm['idle_gpu_pair_share']:.2%}); idle {tm['idle_gpu_pair_share']:.2%}")
+        by, share = tm.get("gpu_pairs_with_traffic_by_placement"), tm.get("byte_share_by_placement")
+        if by:
+            c.print(f"  {by['same_server']:,} inside servers, {by['same_rail']:,} on one rail, "
+                    f"{by['cross_rail']:,} across rails ({share['cross_rail']:.1%} of the bytes)")
     for a in out["assumptions"]:
         c.print(f"[dim]assumption:[/dim] {a}")

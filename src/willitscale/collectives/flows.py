@@ -12,7 +12,11 @@ all_reduce      ring          n flows rank i -> i+1 of ``S/n``, ``2(n-1)`` ident
 reduce_scatter  ring          the same, ``n-1`` steps; all_gather likewise
 all_reduce      tree          NCCL double binary tree, pipelined: every tree edge carries
                               ``S/2`` up (reduce) and ``S/2`` down (broadcast) at once; a byte
-                              pays ``2 x depth`` path latencies
+                              pays ``2 x depth`` path latencies. One tree over all ranks in
+                              ring order: exact for one GPU per server; with several, NCCL
+                              chains a server's GPUs and builds the tree across servers on one
+                              rail, while this tree's edges cross servers and rails (through
+                              the spine of a rail-optimized fabric)
 all_reduce      hierarchical  ring reduce-scatter inside each node, ring all-reduce of ``S/g``
                               across nodes per local rank (g rings at once), ring all-gather
 broadcast,      ring          pipelined chain root -> ... of ``S`` on every hop at once; a byte

@@ -20,7 +20,8 @@ __all__ = ["FlowNetwork"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FlowNetwork:
-    """A fabric kind, its leaf oversubscription and the routing, for the flow backend."""
+    """A fabric kind, its leaf oversubscription (downlink:uplink capacity; rail-optimized and
+    fat-tree) and the routing, for the flow backend."""
 
     topology: str = "rail-optimized"
     oversubscription: float = 1.0
@@ -34,7 +35,8 @@ class FlowNetwork:
         if self.oversubscription != 1.0 and "oversubscription" not in KIND_PARAMS[self.topology]:
             raise ConfigError(f"oversubscription does not apply to a {self.topology} fabric")
         if not self.oversubscription >= 1:
-            raise ConfigError("oversubscription", self.oversubscription, "a ratio >= 1 (down:up at the leaf)")
+            raise ConfigError("oversubscription", self.oversubscription,
+                              "a ratio >= 1 (downlink:uplink capacity at the leaf)")
         if self.routing not in ROUTINGS:
             raise ConfigError("routing", self.routing, "one of " + ", ".join(ROUTINGS))
 
@@ -42,12 +44,14 @@ class FlowNetwork:
         """The :class:`~willitscale.topology.graph.Topology` of ``cluster`` on this fabric."""
         from willitscale.fabric.cluster import cluster_topology
 
+        from willitscale.topology.sizing import leaf_ports
+
         params = {}
         if self.topology == "fat-tree":
             k = 2
-            while k * k // 2 < cluster.gpus:  # the smallest two-tier k-ary fat-tree that holds it
-                k += 2
-            params.update(k=k, tiers=2)
+            while k * leaf_ports(k, self.oversubscription)[0] < cluster.gpus:
+                k += 2  # the smallest two-tier k-ary fat-tree that holds it at this leaf ratio
+            params.update(k=k, tiers=2, oversubscription=self.oversubscription)
         elif self.topology == "rail-optimized":
             params.update(oversubscription=self.oversubscription)
         return cluster_topology(cluster, self.topology, **params)
@@ -60,5 +64,5 @@ class FlowNetwork:
                                      routing=parse_routing(self.routing, seed=self.seed))
 
     def describe(self) -> str:
-        over = f", {self.oversubscription:g}:1 at the leaf" if self.topology == "rail-optimized" else ""
+        over = f", {self.oversubscription:g}:1 at the leaf" if self.topology != "rail-only" else ""
         return f"flow simulation on a {self.topology} fabric{over}, {self.routing} routing (seed {self.seed})"

@@ -85,23 +85,30 @@ class SeedSweep:
         return self.reports[int(np.argmax(self.times))]
 
     def to_json(self) -> dict:
+        """Mean/worst/best over the seeds; ``worst_seed`` is the seed of the slowest run.
+        ``hottest_link_flows``: the most flows the slowest run's hottest link carried at once
+        (``worst_seed_flows``, on ``worst_seed_link``) and the mean of that count over the seeds.
+        ``max_link_utilization`` / ``mean_link_utilization`` are averaged over the seeds."""
         t = self.times
         worst = self.worst
-        hot = worst.links.hottest[0] if worst.links.hottest else None
+
+        def hot_flows(r: CollectiveReport) -> int:
+            return r.links.hottest[0]["peak_flows"] if r.links.hottest else 0
+
         return {
             "seeds": [r.routing.seed for r in self.reports],
+            "worst_seed": worst.routing.seed,
             "completion_time_s": {"mean": float(t.mean()), "worst": float(t.max()), "best": float(t.min())},
             "busbw_GBps": {"mean": float(np.mean([r.busbw for r in self.reports])) / 1e9,
                            "worst": worst.busbw / 1e9},
             "max_link_utilization": float(np.mean([r.links.max_utilization for r in self.reports])),
             "mean_link_utilization": float(np.mean([r.links.mean_utilization for r in self.reports])),
-            "hottest_link_flows": {"mean": float(np.mean([r.links.hottest[0]["peak_flows"] if r.links.hottest
-                                                          else 0 for r in self.reports])),
-                                   "worst_seed": hot["peak_flows"] if hot else 0,
-                                   "worst_seed_link": hot["link"] if hot else None},
+            "hottest_link_flows": {"mean": float(np.mean([hot_flows(r) for r in self.reports])),
+                                   "worst_seed_flows": hot_flows(worst),
+                                   "worst_seed_link": worst.links.hottest[0]["link"] if worst.links.hottest
+                                   else None},
             "per_seed": [{"seed": r.routing.seed, "completion_time_s": r.completion_time,
-                          "busbw_GBps": r.busbw / 1e9,
-                          "hottest_link_flows": r.links.hottest[0]["peak_flows"] if r.links.hottest else 0}
+                          "busbw_GBps": r.busbw / 1e9, "hottest_link_flows": hot_flows(r)}
                          for r in self.reports],
         }
 
@@ -134,10 +141,23 @@ def collective_time(topology: Topology, call: CollectiveCall, routing: Routing |
 class FlowCollectiveModel:
     """A collective's time on the fabric as ``per_byte x size + fixed`` seconds.
 
-    Exact for one collective on an otherwise idle fabric: every flow's size is proportional to
-    the collective's, so each step's max-min rates, its order of flow completions and its
-    latency do not depend on the size; every step lasts ``size x c_k + l_k``. Two simulations
-    (at ``size`` 1 and 2 GB) give the line; :meth:`time` is then numpy-fast for any sizes.
+    Two simulations (at ``size`` 1 and 2 GB) give the line; :meth:`time` is then numpy-fast for
+    any sizes. The line is exact - equal to simulating the call at that size - for one
+    collective on an otherwise idle fabric, because of how the simulator runs a call:
+
+    * every flow's bytes are proportional to the collective's size, and all flows of a step
+      start together, so the step's max-min rates and the order in which its flows finish do
+      not depend on the size: its transfers end at ``size x c_k``;
+    * the call's channels and groups run **in lockstep**: step ``k`` of every channel and group
+      is one phase (:func:`~willitscale.fabric.traffic.call_phases`), and the next step starts
+      when that phase's last byte has arrived, so each step lasts ``size x c_k + l_k`` with
+      ``l_k`` the latency charged at its end (a ring's mean hop latency; otherwise the path
+      latency of the flow that arrives last, the same flow at every size for these collectives).
+
+    Were the channels independent streams (as NCCL runs them), a channel that finished a step
+    early would start its next while others still transfer; how steps overlap would then depend
+    on size against latency, and a line through two sizes would only approximate. Several
+    collectives sharing the fabric are not affine either: use :func:`calls_time`.
     """
 
     call: CollectiveCall  #: the collective at the reference size (1 GB)

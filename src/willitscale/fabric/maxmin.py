@@ -31,6 +31,19 @@ def _rows(indptr: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.arange(total) + offsets
 
 
+def _unfrozen_on(by_link: csr_matrix, links: np.ndarray, unfrozen: np.ndarray, slot: np.ndarray) -> np.ndarray:
+    """The unfrozen flows crossing ``links``, each once: O(their entries) when that is less than
+    one pass over all flows (``slot`` is scratch space of one int per flow)."""
+    crossing = by_link.indices[_rows(by_link.indptr, links)]
+    if crossing.size >= unfrozen.size // 4:
+        hit = np.zeros(unfrozen.size, dtype=bool)
+        hit[crossing] = True
+        return np.flatnonzero(hit & unfrozen)
+    flows = crossing[unfrozen[crossing]]
+    slot[flows] = np.arange(flows.size)  # a flow on two of the links: keep one entry
+    return flows[slot[flows] == np.arange(flows.size)]
+
+
 def max_min_fair(incidence: csr_matrix, capacity: np.ndarray, active: np.ndarray | None = None,
                  by_link: csr_matrix | None = None) -> np.ndarray:
     """Rates (bytes/s) of each flow (row of ``incidence``, flows x links); inactive flows get 0.
@@ -54,6 +67,7 @@ def max_min_fair(incidence: csr_matrix, capacity: np.ndarray, active: np.ndarray
     cap = np.asarray(capacity, dtype=np.float64)
     residual = cap.copy()
     live = np.flatnonzero(weight > 0)
+    slot = np.empty(n_flows, dtype=np.int64)  # scratch for de-duplicating flows
     level = 0.0
     while live.size:
         share = residual[live] / weight[live]
@@ -62,9 +76,7 @@ def max_min_fair(incidence: csr_matrix, capacity: np.ndarray, active: np.ndarray
         residual[live] -= step * weight[live]
         full = live[(residual[live] <= REL_TOL * cap[live]) | (share <= step * (1 + 1e-12))]
         residual[full] = 0.0
-        hit = np.zeros(n_flows, dtype=bool)
-        hit[by_link.indices[_rows(by_link.indptr, full)]] = True
-        flows = np.flatnonzero(hit & unfrozen)
+        flows = _unfrozen_on(by_link, full, unfrozen, slot)
         rate[flows] = level
         unfrozen[flows] = False
         pos = _rows(incidence.indptr, flows)

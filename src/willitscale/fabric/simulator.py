@@ -98,6 +98,8 @@ class _Engine:
         self.solves = self.simulated = self.reused = 0
         self.seen: dict[tuple, tuple] = {}
         self._stack: tuple | None = None
+        self._moved: np.ndarray | None = None  # bytes each stacked flow moved since the stack was built
+        self._fresh = False  # no max-min solve yet on the current stack
 
     # -- routing of one step ---------------------------------------------------------
     def _route(self, phase: Phase) -> tuple[csr_matrix, np.ndarray]:
@@ -126,9 +128,16 @@ class _Engine:
         if zero.any() and block.mean_latency is None:
             block.arrival = max(block.arrival, float((self.t + lat[zero]).max()))
         st.running = True
+        self._unstack()
         self.blocks.append(block)
-        self._stack = None
         self.simulated += 1
+
+    def _unstack(self) -> None:
+        """Drop the stacked arrays (the set of blocks changes), first adding the bytes the
+        stacked flows moved to their links: one sparse product per stack, not per event."""
+        if self._stack is not None and self._moved is not None:
+            self.link_bytes += self._stack[4] @ self._moved
+        self._stack, self._moved = None, None
 
     def _stacked(self):
         if self._stack is None:
@@ -140,6 +149,7 @@ class _Engine:
             ones.data = np.ones_like(ones.data)
             self._stack = (m, np.concatenate([x.total for x in b]), rem, np.concatenate([x.latency for x in b]),
                            by_link, ones)
+            self._moved, self._fresh = np.zeros(rem.size), True
             off = 0
             for x in b:  # remaining bytes live in the stacked vector from now on
                 n = x.total.size
@@ -199,15 +209,16 @@ class _Engine:
         active = rem > 0
         rate = max_min_fair(m, self.cap, active, by_link)
         self.solves += 1
-        load = by_link @ rate
-        self.peak = np.maximum(self.peak, (ones @ active.astype(np.float64)).astype(np.int64))
+        if self._fresh:  # flows only finish while a stack lives: its first solve sees the most at once
+            self.peak = np.maximum(self.peak, (ones @ active.astype(np.float64)).astype(np.int64))
+            self._fresh = False
         with np.errstate(divide="ignore"):
             left = np.where(active, rem / np.where(active, rate, 1.0), np.inf)
         dt = float(left.min())
         waiting = [st.ready for st in self.states if not st.done and not st.running]
         if waiting and min(waiting) - self.t < dt:
             dt = min(waiting) - self.t
-        self.link_bytes += load * dt
+        self._moved += rate * dt
         rem -= rate * dt
         t_new = self.t + dt
         finished = active & ((rem <= _DONE_TOL * size) | (left <= dt))
@@ -242,8 +253,8 @@ class _Engine:
                 if st.phase >= len(phases):
                     st.done, st.end = True, st.ready
         if len(keep) != len(self.blocks):
+            self._unstack()
             self.blocks = keep
-            self._stack = None
 
 
 def simulate(topology: Topology, traffic: Traffic, routing: Routing | None = None, *,

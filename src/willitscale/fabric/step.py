@@ -14,7 +14,9 @@ when overlapped (the estimate's scheduler decides what really overlaps with comp
 * ``ep``: ``ep_count`` all-to-alls of ``ep_bytes`` per GPU in every EP group;
 * ``pp``: ``pp_count`` point-to-point sends of ``pp_bytes`` per GPU from every stage to the
   next, all stage boundaries at once (with Megatron's scatter-gather each TP rank sends its
-  ``1/TP`` share to the same TP rank of the next stage: rail-local);
+  ``1/TP`` share to the same TP rank of the next stage: rail-local). Forward sends only: the
+  backward pass's activation gradients go from each stage to the previous one, on the other
+  direction of the same duplex links, and are not generated;
 * ``dp``: one all-reduce of ``dp_bytes`` (gradients per GPU) in every DP group.
 """
 

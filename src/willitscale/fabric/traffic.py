@@ -117,7 +117,7 @@ def call_phases(topology: Topology, call: CollectiveCall) -> list[Phase]:
     groups, keys = [], []
     for g in call.groups:
         for k, order in enumerate(channel_orders(np.asarray(g), topology.gpu_node, call.channels)):
-            groups.append(order)
+            groups.append(_rail_aligned(topology, order) if algorithm == "hierarchical" else order)
             keys.append(k)
     phases = collective_phases(call.op, call.size / call.channels, groups, algorithm,
                                ranks_per_node=_ranks_per_node(topology, call.groups[0]),
@@ -128,6 +128,25 @@ def call_phases(topology: Topology, call: CollectiveCall) -> list[Phase]:
                       latency_hops=p.latency_hops, latency_mode=p.latency_mode,
                       extra_latency=p.extra_latency, label=p.label)]
     return phases * call.count
+
+
+def _rail_aligned(topology: Topology, order: np.ndarray) -> np.ndarray:
+    """``order`` with every server's run of GPUs in the first server's order of local indices.
+
+    The hierarchical all-reduce joins the ``j``-th GPU of every server's run in a ring across
+    servers; NCCL joins GPUs of one local index (one NIC rail). The ``rail`` placement walks odd
+    servers backwards, which would pair local ``j`` with local ``g-1-j`` - a different rail, so
+    through the spine. Groups whose servers hold different local indices are left as they are.
+    """
+    node, local = topology.gpu_node[order], topology.gpu_local[order]
+    starts = np.flatnonzero(np.r_[True, node[1:] != node[:-1]])
+    width = int(starts[1]) if starts.size > 1 else order.size
+    if starts.size < 2 or order.size != starts.size * width or np.any(np.diff(starts) != width):
+        return order
+    grid = local.reshape(-1, width)
+    if np.any(np.sort(grid, axis=1) != np.sort(grid[0])):
+        return order
+    return (node[starts][:, None] * topology.gpus_per_node + grid[0][None, :]).reshape(-1)
 
 
 def _ranks_per_node(topology: Topology, group: Sequence[int]) -> int:

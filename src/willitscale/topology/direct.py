@@ -25,7 +25,18 @@ __all__ = ["dragonfly", "torus"]
 
 def dragonfly(*, groups: int, routers_per_group: int, global_links: int, nodes_per_router: int = 1,
               gpus_per_node: int = 8, links: FabricLinks = DEFAULT_LINKS) -> Topology:
-    """A dragonfly; global links get ``links.switch_bandwidth``, local links too."""
+    """A dragonfly; global links get ``links.switch_bandwidth``, local links too.
+
+    ``params`` report each router's ports (``router_ports`` = GPU ports + local + global) and
+    ``global_oversubscription``: a router's GPU-port capacity over its global-link capacity
+    (downlink : uplink, as :mod:`~willitscale.topology.sizing` defines it). Kim et al.'s
+    balanced dragonfly has ``a = 2p = 2h`` with ``p`` the endpoints per router: here
+    ``nodes_per_router x gpus_per_node`` GPU ports, so ``global_oversubscription = 1`` and
+    ``routers_per_group = 2 x global_links``. When a group has more global ports than peer
+    groups, the extra cables go round the pairs again, so some pairs of groups get one cable more
+    than others (``cables_per_group_pair_min`` / ``_max``): traffic between the pairs with fewer
+    cables is what a uniform pattern such as all_to_all waits for.
+    """
     gr, a = _int("groups", groups, 2), _int("routers_per_group", routers_per_group)
     h, p, g = _int("global_links", global_links), _int("nodes_per_router", nodes_per_router), \
         _int("gpus_per_node", gpus_per_node)
@@ -44,6 +55,7 @@ def dragonfly(*, groups: int, routers_per_group: int, global_links: int, nodes_p
             b.link(x, y, links.switch_bandwidth, links.switch_latency, "local", "local")
     used = [0] * gr  # next free global port per group; port q sits on router q // h
     pairs = list(itertools.combinations(range(gr), 2))
+    cables = dict.fromkeys(pairs, 0)
     while True:
         progressed = False
         for i, j in pairs:
@@ -52,12 +64,15 @@ def dragonfly(*, groups: int, routers_per_group: int, global_links: int, nodes_p
                 b.link(ri, rj, links.switch_bandwidth, links.switch_latency, "global", "global")
                 used[i] += 1
                 used[j] += 1
+                cables[i, j] += 1
                 progressed = True
         if not progressed:
             break
     params = {"groups": gr, "routers_per_group": a, "global_links": h, "nodes_per_router": p,
               "gpus_per_node": g, "nodes": gr * a * p,
-              "router_ports": p * g + (a - 1) + h}
+              "router_ports": p * g + (a - 1) + h, "gpu_ports_per_router": p * g,
+              "cables_per_group_pair_min": min(cables.values()), "cables_per_group_pair_max": max(cables.values()),
+              "global_oversubscription": p * g * links.nic_bandwidth / (h * links.switch_bandwidth)}
     return b.build(kind="dragonfly", params=params, gpus_per_node=g, assumptions=links.assumptions())
 
 

@@ -9,7 +9,9 @@
     pair (one NCCL connection) reuse it;
   - ``spray``: all of them, the bytes split evenly at every switch (per-packet spraying);
   - ``adaptive``: the least-loaded one (fewest flows per byte/s of capacity) when the flow
-    starts, counting the flows already in flight; ties broken by the hash.
+    starts, counting the flows already in flight; ties broken by the hash. Greedy per hop and
+    by flow count: a switch sees only its own next links, so evening out one hop can overload a
+    link further on, and adaptive can do worse than ECMP (docs/fabric.md has a dragonfly case).
 
 * ``pxn`` (rail-aware, NCCL's PXN): a flow to another server on a different rail first moves
   over NVLink to the sender-side GPU on the destination's rail, then crosses the network on

@@ -21,7 +21,7 @@ KIND_PARAMS: dict[str, tuple[str, ...]] = {
     "nvswitch": ("gpus_per_node",),
     "rail-optimized": ("nodes", "gpus_per_node", "radix", "oversubscription", "spines"),
     "rail-only": ("nodes", "gpus_per_node", "radix"),
-    "fat-tree": ("k", "tiers", "gpus_per_node", "nodes", "oversubscription"),
+    "fat-tree": ("k", "tiers", "gpus_per_node", "nodes", "oversubscription", "top_oversubscription"),
     "dragonfly": ("groups", "routers_per_group", "global_links", "nodes_per_router", "gpus_per_node"),
     "torus": ("dims", "gpus_per_node"),
 }
