@@ -38,11 +38,12 @@ def _stored_rows(path) -> int:
         return runs[0].rows if runs else 0
 
 
-@pytest.mark.parametrize("how", ["ctrl_c", "kill_int"])
+@pytest.mark.parametrize("how", ["ctrl_c", "kill_int", "kill_term"])
 def test_sigint_mid_sweep_keeps_finished_rows(tmp_path, terminal, how):
     # ctrl_c: the terminal signals the launcher and every rank at once (each rank gets it twice:
     # from the terminal and forwarded by the launcher); kill_int: only the launcher is signalled
-    # and must pass it on
+    # and must pass it on; kill_term: SIGTERM to the launcher alone (a scheduler, `timeout`),
+    # which must not die alone and leave its ranks running
     env = {**os.environ, "WILLITSCALE_HOME": str(tmp_path)}
     proc = terminal([sys.executable, "-m", "willitscale.cli.main", "bench", "collectives",
                      "--nproc", "2", *SWEEP, "--json"], env=env, stdout=subprocess.PIPE,
@@ -55,9 +56,11 @@ def test_sigint_mid_sweep_keeps_finished_rows(tmp_path, terminal, how):
     if how == "ctrl_c":
         terminal.ctrl_c(proc)
     else:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT if how == "kill_int" else signal.SIGTERM)
     out, err = proc.communicate(timeout=STOP_TIMEOUT_S)
     assert proc.returncode == 130, err
+    with pytest.raises(ProcessLookupError):  # no rank outlived the launcher
+        os.killpg(proc.pid, 0)
     with Store(path) as store:
         run = store.run(store.latest_run_id())
     assert run.info.status == "interrupted", err  # rank 0 stopped itself: it was not killed

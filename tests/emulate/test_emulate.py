@@ -146,6 +146,8 @@ def test_ctrl_c_tears_down(terminal, how):
         _, err = proc.communicate(timeout=STOP_TIMEOUT_S)
         assert proc.returncode == 130, err
         assert _ours(proc.pid) == []
+        with pytest.raises(ProcessLookupError):  # no node's command outlived it
+            os.killpg(proc.pid, 0)
         # the commands stopped on the signal: no wait for the grace period
         assert time.monotonic() - started < GRACE_S, err
     finally:
