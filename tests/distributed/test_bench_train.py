@@ -23,9 +23,14 @@ def test_ddp_step_and_its_parts(cli):
     for part in ("step_s", "forward_s", "backward_s", "backward_no_sync_s", "optimizer_s"):
         assert row[part] > 0
     assert row["exposed_comm_s"] >= 0
-    # the step is made of its parts (each a median of slowest-rank times, so only roughly)
+    # the step is made of its parts: each step's are its slowest rank's, averaged over steps
     parts = row["forward_s"] + row["backward_s"] + row["optimizer_s"]
-    assert 0.5 * parts < row["step_s"] < 2.0 * parts
+    assert row["step_s"] == pytest.approx(parts, rel=1e-12)
+    # torch 2.13 applies an explicit bucket cap to DDP's first bucket too; older torch kept
+    # its 1 MiB default for it (see bench.train)
+    import torch
+
+    assert row["first_bucket_bytes"] in (256 * 1024, torch.distributed._DEFAULT_FIRST_BUCKET_BYTES)
     # 2 ranks x 2 sequences x 32 tokens per step
     assert row["tokens_per_s"] == pytest.approx(128 / row["step_s"])
 

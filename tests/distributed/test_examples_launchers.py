@@ -23,16 +23,19 @@ def test_scripts_parse(script):
     subprocess.run(["bash", "-n", str(EXAMPLES / script)], check=True)
 
 
-def test_torchrun_single_node_on_two_cpu_ranks(tmp_path):
+def test_torchrun_single_node_on_two_cpu_ranks(tmp_path, terminal):
     bindir = Path(sys.executable).parent
     if shutil.which("torchrun", path=str(bindir)) is None:
         pytest.skip("torchrun is not installed next to this Python")
     env = {**os.environ, "NPROC": "2", "WILLITSCALE_HOME": str(tmp_path),
            "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
-    out = subprocess.run(["bash", str(EXAMPLES / "torchrun/single_node.sh"), "-b", "1kB", "-e", "8kB",
-                          "-n", "2", "-w", "1", "--json"], env=env, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    rows = json.loads(out.stdout)  # only rank 0 printed
+    # its own process group: if it hangs, the timeout ends torchrun and its ranks too, not
+    # only the shell (~4 s unloaded: starting torchrun and two ranks that import torch)
+    proc = terminal(["bash", str(EXAMPLES / "torchrun/single_node.sh"), "-b", "1kB", "-e", "8kB",
+                     "-n", "2", "-w", "1", "--json"], env=env, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 0, stderr
+    rows = json.loads(stdout)  # only rank 0 printed
     # 1 kB and 8 kB (factor 2: 1, 2, 4, 8 kB) for all_reduce and all_gather
     assert len(rows) == 8 and all(r["wrong"] == 0 and r["ranks"] == 2 for r in rows)

@@ -39,3 +39,13 @@ def emulation_available():
     reason = _probe()
     if reason:
         pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def _collective_timeout(monkeypatch):
+    """A rank stuck in a collective fails the test in minutes, not after torch's 30 minutes
+    (WILLITSCALE_TIMEOUT_S, inherited by the nodes' commands). The slowest op here, 4 MB over a
+    100 Mbit/s uplink, takes 0.3 s; a rank waiting for its peers to start, seconds."""
+    from willitscale.bench.dist import TIMEOUT_ENV
+
+    monkeypatch.setenv(TIMEOUT_ENV, "300")

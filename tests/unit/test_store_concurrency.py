@@ -62,11 +62,14 @@ def test_killed_writer_keeps_every_committed_row(tmp_path):
     killed = _writer(path, 10_000, 0.002)
     other = _writer(path, 50, 0.004)  # a second bench writing at the same time
     reported = []
-    while len(reported) < 40:
-        reported.append(killed.stdout.readline().split())
+    for line in killed.stdout:  # (ends early, and the test fails, if the writer dies)
+        reported.append(line.split())
+        if len(reported) == 40:
+            break
     os.kill(killed.pid, signal.SIGKILL)
     killed.wait()
     other.communicate(timeout=120)
+    assert len(reported) == 40, "the writer stopped by itself"
     run_id = int(reported[0][0])
     with Store(path) as store:
         run = store.run(run_id)

@@ -24,6 +24,13 @@ The command runs once per node, inside the node's namespace, with ``MASTER_ADDR`
 Namespaces are named ``wis-<pid>-...``: on start, those of a previous run whose process is
 gone (a crash, SIGKILL) are removed first. Teardown (success, failure, Ctrl-C, SIGTERM) stops
 every process left in the namespaces and deletes them.
+
+Ctrl-C (or SIGTERM, see ``willitscale emulate``) while the command runs is passed on to every
+node's command as SIGINT; what still runs after :data:`GRACE_S` is stopped by the teardown.
+From the first interrupt until the teardown is done, further SIGINT/SIGTERM are held back (a
+terminal's Ctrl-C reaches the nodes' commands directly as well, and a second one must not cut
+the teardown short and leave namespaces or processes behind); one that arrives then is acted
+on (KeyboardInterrupt) once the teardown is done.
 """
 
 from __future__ import annotations
@@ -37,7 +44,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +112,24 @@ def _kill_namespace_processes(ns: str) -> None:
         deadline = time.monotonic() + wait
         while pids and time.monotonic() < deadline and any(_pid_alive(p) for p in pids):
             time.sleep(0.05)
+
+
+@contextmanager
+def _signals_held() -> Iterator[list[int]]:
+    """Hold SIGINT and SIGTERM back for the block (main thread only; elsewhere a no-op);
+    yields the list of signals that arrived meanwhile."""
+    arrived: list[int] = []
+    try:
+        previous = {sig: signal.signal(sig, lambda signum, frame: arrived.append(signum))
+                    for sig in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: signals are not delivered here anyway
+        yield arrived
+        return
+    try:
+        yield arrived
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _delete_namespace(ns: str) -> None:
@@ -198,9 +224,15 @@ class EmulatedCluster:
             self._shape(self.bridge_ns, port)
 
     def down(self) -> None:
-        for ns in [*(self.node_ns(i) for i in range(self.nodes)), self.bridge_ns]:
-            if ns in _namespaces():
-                _delete_namespace(ns)
+        """Stop every process in the namespaces and delete them; not interruptible (a signal
+        arriving meanwhile raises KeyboardInterrupt afterwards)."""
+        with _signals_held() as arrived:
+            existing = _namespaces()
+            for ns in [*(self.node_ns(i) for i in range(self.nodes)), self.bridge_ns]:
+                if ns in existing:
+                    _delete_namespace(ns)
+        if arrived and sys.exc_info()[0] is None:
+            raise KeyboardInterrupt
 
     def __enter__(self) -> EmulatedCluster:
         check_prerequisites()
@@ -247,10 +279,12 @@ class EmulatedCluster:
         try:
             return _wait_all(procs)
         except KeyboardInterrupt:
-            for p in procs:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGINT)
-            _wait_until(procs, GRACE_S)
+            with _signals_held():  # held until the teardown is done (see the module doc)
+                for p in procs:
+                    if p.poll() is None:
+                        p.send_signal(signal.SIGINT)
+                _wait_until(procs, GRACE_S)
+                self.down()
             raise
 
 

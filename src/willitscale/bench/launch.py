@@ -8,6 +8,11 @@ joins it. Global ranks are ``node_rank * nproc + local_rank``, as torchrun numbe
 
 Rank 0's standard output is relayed through this process (so ``--json`` output can be piped
 or captured); the other ranks print nothing there. If a rank fails, the others are stopped.
+
+Ctrl-C or SIGTERM here is passed on to the ranks as SIGINT (each stops at its next op, rank 0
+keeps and prints the finished rows); ranks still running after :data:`GRACE_S` are killed.
+Further signals during that wait are ignored (a terminal's Ctrl-C reaches the ranks directly
+too), so the launcher never leaves without its ranks.
 """
 
 from __future__ import annotations
@@ -127,6 +132,26 @@ def _stop(procs: list[subprocess.Popen], sig: int) -> None:
                 pass
 
 
+def _interrupt(procs: list[subprocess.Popen]) -> None:
+    """Ask every rank to stop, wait up to :data:`GRACE_S`, kill the rest; signals ignored."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        _stop(procs, signal.SIGINT)
+        deadline = time.monotonic() + GRACE_S
+        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _stop(procs, signal.SIGKILL)
+        for p in procs:
+            p.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _sigterm_to_interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise KeyboardInterrupt
+
+
 def _wait(procs: list[subprocess.Popen]) -> int:
     """Wait for every rank; when one fails, stop the others. Returns the first failure's code."""
     failed = None
@@ -150,6 +175,9 @@ def launch(kind: str, job_json: Mapping, spec: LaunchSpec) -> int:
     payload = json.dumps(job_json)
     procs: list[subprocess.Popen] = []
     relay = None
+    # SIGTERM (a job scheduler, `timeout`, `kill`) stops the ranks as Ctrl-C does: without
+    # this the launcher would die alone and leave its ranks running
+    previous_term = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
     try:
         for local_rank in range(spec.nproc):
             is_rank0 = spec.node_rank == 0 and local_rank == 0
@@ -163,15 +191,12 @@ def launch(kind: str, job_json: Mapping, spec: LaunchSpec) -> int:
                 relay.start()
         code = _wait(procs)
     except KeyboardInterrupt:
-        _stop(procs, signal.SIGINT)
-        deadline = time.monotonic() + GRACE_S
-        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        _stop(procs, signal.SIGKILL)
+        _interrupt(procs)
         if relay is not None:
             relay.join(timeout=GRACE_S)
         raise
     finally:
+        signal.signal(signal.SIGTERM, previous_term)
         del store
     if relay is not None:
         relay.join(timeout=GRACE_S)

@@ -107,7 +107,8 @@ class MatmulRow:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TrainRow:
-    """A DDP training step of one model, its parts measured (medians over steps, slowest rank).
+    """A DDP training step of one model, its parts measured (means over steps of each step's
+    slowest rank: ``step = forward + backward + optimizer``).
 
     ``exposed_comm`` is the backward time of a synchronising step minus that of a ``no_sync()``
     step: the gradient all-reduce time that the backward pass did not hide.
@@ -134,6 +135,8 @@ class TrainRow:
     backward_no_sync: float  #: the same backward under ``no_sync()``
     optimizer: float
     steps: int  #: measured steps of each kind
+    #: the first DDP bucket's cap (bytes); None in runs stored before it was recorded
+    first_bucket_bytes: int | None = None
 
     @property
     def exposed_comm(self) -> float:
@@ -157,6 +160,7 @@ class TrainRow:
             "backward_no_sync_s": self.backward_no_sync, "optimizer_s": self.optimizer,
             "exposed_comm_s": self.exposed_comm, "steps": self.steps,
             "tokens_per_s": self.tokens_per_step / self.step,
+            "first_bucket_bytes": self.first_bucket_bytes,
         }
 
     @classmethod
@@ -168,7 +172,9 @@ class TrainRow:
                    step=float(data["step_s"]), forward=float(data["forward_s"]),
                    backward=float(data["backward_s"]),
                    backward_no_sync=float(data["backward_no_sync_s"]),
-                   optimizer=float(data["optimizer_s"]))
+                   optimizer=float(data["optimizer_s"]),
+                   first_bucket_bytes=None if data.get("first_bucket_bytes") is None
+                   else int(data["first_bucket_bytes"]))
 
 
 ROW_TYPES = {cls.kind: cls for cls in (CollectiveRow, MatmulRow, TrainRow)}

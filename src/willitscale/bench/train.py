@@ -10,7 +10,21 @@ with the device synchronised at each boundary:
 * exposed communication = backward of a synchronising step - backward of a no_sync step: the
   part of the gradient all-reduce the backward pass did not hide.
 
-Each part is the slowest rank's in that step; a row reports the median over steps.
+Like with like: a synchronising backward ends when the slowest rank's gradients are reduced,
+so the no_sync backward ends with a barrier (it ends when the slowest rank is done). Without
+it, the ranks' skew -- a rank that started or computed late makes the others wait in the
+all-reduce: milliseconds on a busy machine -- would count as communication, though no byte
+causes it and a faster network would not remove it.
+
+Each step's parts are those of its slowest rank (the one whose step took longest), so they add
+up to the step. (The slowest rank of each part separately would count the same skew twice: once
+in the forward of the rank that was late, again in the backward of the rank that waited for
+it.) A row reports, per part, the mean over steps -- as nccl-tests divides the time of ``iters``
+ops, and because a training run's throughput is its mean step. Means add up, medians do not:
+with the mean, step = forward + backward + optimizer exactly, and exposed communication is the
+mean extra backward time of the synchronising steps. (On a busy machine, whose step times are
+skewed by preemptions, the median step exceeded the sum of the median parts by up to ~10%,
+which an estimate built from the parts cannot reproduce.)
 """
 
 from __future__ import annotations
@@ -61,6 +75,8 @@ def _step(ctx, ddp, optimizer, data, opts: TrainOptions, *, sync: bool) -> tuple
         ctx.sync()
         t1 = ctx.clock()
         loss.backward()
+        if not sync:  # end when every rank is done, as the gradient all-reduce does
+            ctx.barrier()
         ctx.sync()
         t2 = ctx.clock()
     if sync:
@@ -71,15 +87,26 @@ def _step(ctx, ddp, optimizer, data, opts: TrainOptions, *, sync: bool) -> tuple
     return t1 - t0, t2 - t1, t3 - t2
 
 
-def _slowest_median(ctx, local: list[tuple[float, ...]]) -> list[float]:
-    """Per part: the median over steps of the slowest rank's time in that step."""
+def _slowest_rank_means(ctx, local: list[tuple[float, ...]]) -> list[float]:
+    """The mean over steps of each part, every step's parts taken from its slowest rank (the
+    largest sum of parts); they add up to the mean step time of the slowest rank."""
     everyone = ctx.gather_objects(local)
-    parts = len(local[0])
-    medians = []
-    for part in range(parts):
-        per_step = [max(rank_times[s][part] for rank_times in everyone) for s in range(len(local))]
-        medians.append(statistics.median(per_step))
-    return medians
+    slowest = [max((rank_times[s] for rank_times in everyone), key=sum) for s in range(len(local))]
+    return [statistics.fmean(step[part] for step in slowest) for part in range(len(local[0]))]
+
+
+def _first_bucket_bytes(ctx, ddp, opts: TrainOptions) -> int:
+    """The cap DDP gave the first bucket. torch 2.13 (``_BucketCapacityConfig``) applies an
+    explicit ``bucket_cap_mb`` -- which this benchmark always passes -- to the first bucket too,
+    and keeps ``dist._DEFAULT_FIRST_BUCKET_BYTES`` (1 MiB) only for the default cap; torch
+    versions with ``bucket_bytes_cap_default`` do the same; older ones always used 1 MiB."""
+    default = int(ctx.torch.distributed._DEFAULT_FIRST_BUCKET_BYTES)
+    config = getattr(ddp, "_bucket_config", None)
+    if config is not None and hasattr(config, "first_bucket_bytes_cap"):
+        return int(config.first_bucket_bytes_cap)
+    if getattr(ddp, "bucket_bytes_cap_default", True) is False:
+        return opts.bucket_bytes
+    return default
 
 
 def _params(shape) -> int:
@@ -101,12 +128,13 @@ def run_train(ctx, opts: TrainOptions, emit: Callable[[TrainRow], None], *, node
             bar.advance()
         for _ in range(opts.steps):
             fwd, bwd, opt = _step(ctx, ddp, optimizer, data, opts, sync=True)
-            synced.append((fwd + bwd + opt, fwd, bwd, opt))
+            synced.append((fwd, bwd, opt))
             bar.advance()
-            unsynced.append(_step(ctx, ddp, optimizer, data, opts, sync=False)[1:2])
+            unsynced.append(_step(ctx, ddp, optimizer, data, opts, sync=False)[:2])
             bar.advance()
-    step, fwd, bwd, opt = _slowest_median(ctx, synced)
-    (bwd_no_sync,) = _slowest_median(ctx, unsynced)
+    fwd, bwd, opt = _slowest_rank_means(ctx, synced)
+    bwd_no_sync = _slowest_rank_means(ctx, unsynced)[1]
+    first_bucket = _first_bucket_bytes(ctx, ddp, opts)
     # DDP's reducer holds the process group: free it now, not during interpreter shutdown
     # (where Gloo's threads can be torn down in the wrong order and abort the process)
     del ddp, optimizer, data
@@ -114,5 +142,6 @@ def run_train(ctx, opts: TrainOptions, emit: Callable[[TrainRow], None], *, node
     emit(TrainRow(model=opts.model, layers=shape.layers, hidden=shape.hidden, heads=shape.heads,
                   vocab=shape.vocab, seq_len=opts.seq_len, params=_params(shape),
                   batch_per_rank=opts.batch, ranks=ctx.world_size, nodes=nodes, dtype=opts.dtype,
-                  bucket_bytes=opts.bucket_bytes, device=ctx.device_name, step=step, forward=fwd,
-                  backward=bwd, backward_no_sync=bwd_no_sync, optimizer=opt, steps=opts.steps))
+                  bucket_bytes=opts.bucket_bytes, device=ctx.device_name, step=fwd + bwd + opt, forward=fwd,
+                  backward=bwd, backward_no_sync=bwd_no_sync, optimizer=opt, steps=opts.steps,
+                  first_bucket_bytes=first_bucket))

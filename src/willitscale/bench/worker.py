@@ -1,8 +1,12 @@
 """Running one benchmark inside a worker: join the job, record the environment, measure,
 store every row as it comes (rank 0), and hand the rows back for printing.
 
-Ctrl-C or SIGTERM during a sweep stops it; the rows measured so far are already committed and
-the run is marked ``interrupted``.
+Ctrl-C or SIGTERM during a sweep stops it at the next point where Python runs (between two
+ops, or when the op in flight returns); the rows measured so far are already committed and the
+run is marked ``interrupted``. Only the first such signal interrupts: a Ctrl-C at a terminal
+reaches every process of the job and the launcher forwards it as well, and the second copy must
+not cut short the saving and printing of the finished rows. Once a stop was asked for, a
+collective failing because a peer has already stopped is part of stopping, not a failure.
 """
 
 from __future__ import annotations
@@ -55,8 +59,24 @@ class JobResult:
     environment: Mapping[str, Any] | None = None
 
 
-def _raise_interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
-    raise KeyboardInterrupt
+class _StopOnSignal:
+    """SIGINT/SIGTERM handlers: the first signal raises KeyboardInterrupt, later ones are ignored.
+
+    SIGINT is left alone when it was ignored at start (a job started in the background): as in
+    any Python program, Ctrl-C at the terminal does not stop such a job; SIGTERM still does.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        signal.signal(signal.SIGTERM, self._handle)
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum, frame) -> None:  # noqa: ARG002 - signal handler signature
+        if self.requested:
+            return
+        self.requested = True
+        raise KeyboardInterrupt
 
 
 def _environment(ctx) -> dict[str, Any]:
@@ -86,7 +106,7 @@ def run_job(job: Job) -> JobResult:
     """Run ``job`` in this worker (RANK/WORLD_SIZE/... must be set)."""
     from willitscale.bench import dist
 
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    stop = _StopOnSignal()
     ctx = dist.init(job.options.backend)
     result = JobResult(rank=ctx.rank)
     store = None
@@ -112,8 +132,10 @@ def run_job(job: Job) -> JobResult:
     except KeyboardInterrupt:
         result.status = "interrupted"
     except BaseException:
-        result.status = "failed"
-        raise
+        if not stop.requested:  # else: a peer that stopped first broke the collective in flight
+            result.status = "failed"
+            raise
+        result.status = "interrupted"
     finally:
         if store is not None:
             store.finish_run(result.run_id, result.status)

@@ -7,7 +7,11 @@ the calibration it is given); its memory bandwidth is the one that makes the est
 optimizer model (``OPTIMIZER_BYTES_PER_PARAM`` bytes per parameter) take the measured
 optimizer time; the links carry the fitted bandwidth and latency with efficiency 1 (the fit
 already is what the application gets). The plan is the run's: plain DDP over every rank, its
-per-rank batch, sequence length and DDP bucket size.
+per-rank batch, sequence length and DDP bucket caps -- the first bucket's too: given an
+explicit ``bucket_cap_mb`` (as the benchmark always gives it) torch 2.13 uses it for the first
+bucket as well, so a model smaller than the cap has one bucket, all-reduced after the whole
+backward, not a 1 MiB first bucket overlapping it. Runs stored before the benchmark recorded
+the first bucket are taken to have used the cap.
 """
 
 from __future__ import annotations
@@ -82,7 +86,8 @@ def scenario_for(row, run: MeasuredRun, cal: Calibration):
     # the estimate itself: validate predicts what `willitscale estimate --calibration` would
     scenario = Scenario(
         cluster=cluster, plan=plan, seq_len=row.seq_len, model=bench_model(row.model), dtype=dtype,
-        ddp=DdpOptions(bucket_cap=row.bucket_bytes, grad_reduce_dtype="fp32"), calibration=cal,
+        ddp=DdpOptions(bucket_cap=row.bucket_bytes, grad_reduce_dtype="fp32",
+                       first_bucket=row.first_bucket_bytes or row.bucket_bytes), calibration=cal,
         name=f"run {run.id}")
     return scenario, None
 
