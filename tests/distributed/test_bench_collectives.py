@@ -12,23 +12,34 @@ from willitscale.collectives.ops import Op
 pytestmark = pytest.mark.distributed
 
 
-def test_every_op_is_correct_in_both_modes(cli):
-    code, out, err = cli("bench", "collectives", "--nproc", "2", "--ops", "all", "-b", "1kB",
-                         "-e", "64kB", "-f", "8", "--mode", "both", "-n", "2", "-w", "1", "--json")
+def test_every_op_is_correct_in_both_modes(capfd):
+    from willitscale.cli.main import main
+
+    code = main(["bench", "collectives", "--nproc", "2", "--ops", "all", "-b", "1kB", "-e", "64kB",
+                 "-f", "8", "--mode", "both", "-n", "2", "-w", "1", "--json"])
+    out, err = capfd.readouterr()  # rank 0 is a child process: its stderr is the fd's
     assert code == 0, err
     rows = json.loads(out)
     ops = {r["op"] for r in rows}
     assert ops == {op.value for op in Op}
     assert all(r["wrong"] == 0 for r in rows)
-    # sizes 1 kB, 8 kB, 64 kB; all_to_all and send_recv have no in-place form -> 3 rows, others 6
+    # sizes 1 kB, 8 kB, 64 kB; torch.distributed has both buffer modes only for all_gather and
+    # reduce_scatter (6 rows each); all_reduce/broadcast/reduce run only in place and
+    # all_to_all/send_recv only out of place (3 rows each), labelled as measured
+    modes = {op: sorted({r["in_place"] for r in rows if r["op"] == op}) for op in ops}
     per_op = {op: sum(r["op"] == op for r in rows) for op in ops}
-    assert per_op == {op: (3 if op in ("all_to_all", "send_recv") else 6) for op in ops}
+    both = ("all_gather", "reduce_scatter")
+    assert per_op == {op: (6 if op in both else 3) for op in ops}
+    assert modes == {op: ([False, True] if op in both else
+                          [True] if op in ("all_reduce", "broadcast", "reduce") else [False])
+                     for op in ops}
+    assert "runs all_reduce only in place" in err and "runs send_recv only out of place" in err
     for r in rows:
         # every reported size is the rounded one (see test_bench_sweep for the rules)
         shape = collective_shape(Op(r["op"]), r["size_bytes"], 4, 2)
         assert shape.size_bytes == r["size_bytes"] and shape.param_count == r["count"]
         assert r["time_us"] > 0 and r["busbw_GBps"] > 0
-    code, out, _ = cli("results", "list", "--json")
+    code, out = main(["results", "list", "--json"]), capfd.readouterr().out
     listed = json.loads(out)
     assert listed[0]["kind"] == "collectives" and listed[0]["rows"] == len(rows)
     assert listed[0]["status"] == "complete" and listed[0]["world_size"] == 2

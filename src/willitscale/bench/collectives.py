@@ -24,7 +24,7 @@ from willitscale.bench.options import DTYPES, CollectiveOptions
 from willitscale.bench.progress import progress
 from willitscale.bench.records import CollectiveRow
 from willitscale.bench.sweep import CollectiveShape, collective_shape, sweep_sizes
-from willitscale.bench.verify import IN_PLACE_OPS, count_wrong, fill_and_expect, make_buffers
+from willitscale.bench.verify import buffer_modes, count_wrong, fill_and_expect, make_buffers
 from willitscale.collectives.ops import Op
 from willitscale.errors import ConfigError
 
@@ -47,10 +47,11 @@ def sweep_shapes(op: Op, opts: CollectiveOptions, ranks: int) -> list[Collective
     return shapes
 
 
-def _warmup(ctx, opts: CollectiveOptions, shape: CollectiveShape) -> None:
+def _warmup(ctx, opts: CollectiveOptions, shape: CollectiveShape, in_place: bool) -> None:
     if opts.warmup == 0:
         return
-    bufs = make_buffers(ctx, shape, opts.dtype, in_place=False, redop=opts.redop, root=opts.root)
+    bufs = make_buffers(ctx, shape, opts.dtype, in_place=in_place, redop=opts.redop,
+                        root=opts.root)
     for _ in range(opts.warmup):
         bufs.call()
     ctx.sync()
@@ -93,18 +94,18 @@ def run_collectives(ctx, opts: CollectiveOptions, emit: Callable[[CollectiveRow]
     _check_ranks(ctx, opts)
     plan = []
     for op in opts.op_list:
-        modes = [m for m in opts.in_place_modes if not m or op in IN_PLACE_OPS]
-        if len(modes) < len(opts.in_place_modes) and ctx.rank == 0:
-            print(f"note: {op.value} has no in-place form in torch.distributed; "
-                  "measuring it out-of-place only", file=sys.stderr)
-        if modes:
-            plan.append((op, sweep_shapes(op, opts, ctx.world_size), modes))
+        modes = buffer_modes(op, opts.in_place_modes)
+        if modes != opts.in_place_modes and ctx.rank == 0:
+            only = "in place" if modes == [True] else "out of place"
+            print(f"note: torch.distributed runs {op.value} only {only}; its rows are measured "
+                  f"and labelled {only}", file=sys.stderr)
+        plan.append((op, sweep_shapes(op, opts, ctx.world_size), modes))
     total = sum(len(shapes) * len(modes) for _, shapes, modes in plan)
     with progress(total, "collectives", show=ctx.rank == 0) as bar:
         for op, shapes, modes in plan:
             bar.describe(f"{op.value} warm-up")
-            _warmup(ctx, opts, shapes[-1])
-            _warmup(ctx, opts, shapes[0])
+            _warmup(ctx, opts, shapes[-1], modes[0])
+            _warmup(ctx, opts, shapes[0], modes[0])
             for shape in shapes:
                 for in_place in modes:
                     bar.describe(f"{op.value} {shape.size_bytes:,} B")

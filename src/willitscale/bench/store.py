@@ -3,8 +3,9 @@
 Where: ``$WILLITSCALE_HOME/results.sqlite`` when ``WILLITSCALE_HOME`` is set, else the platform's
 user data folder (``platformdirs.user_data_dir("willitscale")``).
 
-Durability: the database is in WAL mode and every row is committed on its own, as soon as it
-is measured, so an interrupted sweep (Ctrl-C, a crash, SIGKILL) keeps every finished row, and
+Durability: the database is in WAL mode (rollback-journal mode on a network filesystem, where
+WAL's shared-memory index cannot be shared between hosts; see :func:`journal_mode_for`) and
+every row is committed on its own, as soon as it is measured, so an interrupted sweep (Ctrl-C, a crash, SIGKILL) keeps every finished row, and
 several benchmarks writing at once wait for each other (``busy_timeout``) instead of failing or
 losing rows. A run records the host and pid that wrote it: a run still marked ``running`` whose
 writer is gone is reported as ``killed``.
@@ -12,10 +13,12 @@ writer is gone is reported as ``killed``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
 import sqlite3
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -153,6 +156,49 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+#: filesystem types whose files other hosts may open at the same time (``/proc/mounts`` names)
+NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs",
+                                 "beegfs", "ceph", "glusterfs", "fuse.glusterfs", "fuse.sshfs",
+                                 "9p", "afs", "panfs", "fuse.ceph", "wekafs"})
+
+
+def filesystem_type(path: Path, mounts: str) -> str:
+    """The type of the filesystem holding ``path``: the longest mount point above it in
+    ``mounts`` (the text of ``/proc/mounts``); ``""`` when none matches."""
+    best, kind = -1, ""
+    resolved = str(path.resolve())
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = resolved == point or resolved.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > best:
+            best, kind = len(point), fields[2]
+    return kind
+
+
+def journal_mode_for(fstype: str) -> str:
+    """SQLite's WAL keeps its index in shared memory, which only works when every process using
+    the database is on one host (sqlite.org/wal.html, "WAL does not work over a network
+    filesystem"); on a network filesystem (a Slurm cluster's shared home) the rollback journal,
+    which relies on file locks, is the mode SQLite supports."""
+    return "DELETE" if fstype in NETWORK_FILESYSTEMS else "WAL"
+
+
+def _local_mounts() -> str:
+    try:
+        return Path("/proc/mounts").read_text()
+    except OSError:  # not Linux: no way to tell, keep WAL
+        return ""
+
+
+@functools.cache  # once per store and process
+def _note_rollback_journal(path: Path, fstype: str) -> None:
+    print(f"note: results store {path} is on a network filesystem ({fstype}): using SQLite's "
+          "rollback journal, not WAL", file=sys.stderr)
+
+
 class Store:
     """The SQLite results store. Use as a context manager, or call :meth:`close`."""
 
@@ -163,7 +209,11 @@ class Store:
             self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
                                        isolation_level=None)
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._db.execute("PRAGMA journal_mode = WAL")
+            fstype = filesystem_type(self.path.parent, _local_mounts())
+            self.journal_mode = journal_mode_for(fstype)
+            if self.journal_mode != "WAL":
+                _note_rollback_journal(self.path, fstype)
+            self._db.execute(f"PRAGMA journal_mode = {self.journal_mode}")
             self._db.execute("PRAGMA synchronous = NORMAL")
             with self._write():
                 for statement in _SCHEMA.split(";"):

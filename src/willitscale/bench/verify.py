@@ -9,7 +9,7 @@ counts wrong elements rather than using a tolerance (as nccl-tests' verifiable d
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,10 +19,21 @@ from willitscale.collectives.ops import Op
 from willitscale.errors import ConfigError
 
 __all__ = ["Buffers", "make_buffers", "pattern_modulus", "fill_and_expect", "count_wrong",
-           "IN_PLACE_OPS"]
+           "buffer_modes"]
 
-#: ops for which torch.distributed has an in-place form (output aliases the input)
-IN_PLACE_OPS = (Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER)
+#: ops torch.distributed runs only in place (one tensor is both input and output)
+ONLY_IN_PLACE = (Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE)
+#: ops torch.distributed runs only out of place (no aliasing form)
+ONLY_OUT_OF_PLACE = (Op.ALL_TO_ALL, Op.SEND_RECV)
+
+
+def buffer_modes(op: Op, requested: list[bool]) -> list[bool]:
+    """The buffer modes (``True`` = in place) of ``requested`` that ``op`` really has in
+    torch.distributed; the one it has when it has none of them. A row is labelled with the mode
+    it was measured in, never the one asked for."""
+    available = ([True] if op in ONLY_IN_PLACE else [False] if op in ONLY_OUT_OF_PLACE
+                 else [False, True])
+    return [m for m in requested if m in available] or available
 
 
 def pattern_modulus(dtype: str, ranks: int, redop: str) -> int:
@@ -63,11 +74,12 @@ def make_buffers(ctx, shape: CollectiveShape, dtype: str, *, in_place: bool, red
     n, r, op = ctx.world_size, ctx.rank, shape.op
     red = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[redop]
     zeros = lambda count: torch.zeros(count, dtype=td, device=dev)  # noqa: E731
-    if in_place and op not in IN_PLACE_OPS:
-        raise ConfigError("mode", "in-place", f"out-of-place for {op.value} (torch.distributed "
-                          "has no in-place form of it)")
-    if op in (Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE):
-        t = zeros(shape.param_count)  # torch's all_reduce/broadcast/reduce always work in place
+    if in_place not in buffer_modes(op, [in_place]):
+        raise ConfigError("mode", "in-place" if in_place else "out-of-place",
+                          f"{'out-of-place' if in_place else 'in-place'} for {op.value} "
+                          "(torch.distributed has only that form of it)")
+    if op in ONLY_IN_PLACE:
+        t = zeros(shape.param_count)
         call = {Op.ALL_REDUCE: lambda: dist.all_reduce(t, op=red),
                 Op.BROADCAST: lambda: dist.broadcast(t, root),
                 Op.REDUCE: lambda: dist.reduce(t, root, op=red)}[op]
@@ -99,11 +111,25 @@ def make_buffers(ctx, shape: CollectiveShape, dtype: str, *, in_place: bool, red
     raise AssertionError(op)  # pragma: no cover
 
 
-def _combine(torch, values: list, redop: str):
-    out = values[0].clone()
-    for v in values[1:]:
-        out = out + v if redop == "sum" else (torch.maximum(out, v) if redop == "max"
-                                               else torch.minimum(out, v))
+def _combine(torch, values: Iterator, redop: str):
+    """Reduce the patterns one at a time: at most two full buffers live at once, not one per
+    rank (128 ranks x 1 GB would not fit on a GPU)."""
+    out = next(values).clone()
+    for v in values:
+        if redop == "sum":
+            out += v
+        else:
+            torch.maximum(out, v, out=out) if redop == "max" else torch.minimum(out, v, out=out)
+    return out
+
+
+def _concat(torch, chunks: Iterator, like, count: int):
+    """Concatenate the per-rank chunks into one preallocated buffer, one chunk at a time."""
+    out = torch.empty(count, dtype=like.dtype, device=like.device)
+    start = 0
+    for c in chunks:
+        out.narrow(0, start, c.numel()).copy_(c)
+        start += c.numel()
     return out
 
 
@@ -120,19 +146,19 @@ def fill_and_expect(ctx, bufs: Buffers, shape: CollectiveShape, dtype: str, *, r
         bufs.send.copy_(pat(r, 0, chunk))
         if op is Op.REDUCE and r != root:
             return None
-        return _combine(torch, [pat(q, 0, chunk) for q in range(n)], redop)
+        return _combine(torch, (pat(q, 0, chunk) for q in range(n)), redop)
     if op is Op.BROADCAST:
         bufs.send.copy_(pat(r, 0, chunk))
         return pat(root, 0, chunk)
     if op is Op.ALL_GATHER:
         bufs.send.copy_(pat(r, 0, chunk))
-        return torch.cat([pat(q, 0, chunk) for q in range(n)])
+        return _concat(torch, (pat(q, 0, chunk) for q in range(n)), bufs.recv, chunk * n)
     if op is Op.REDUCE_SCATTER:
         bufs.send.copy_(pat(r, 0, chunk * n))
-        return _combine(torch, [pat(q, r * chunk, chunk) for q in range(n)], redop)
+        return _combine(torch, (pat(q, r * chunk, chunk) for q in range(n)), redop)
     if op is Op.ALL_TO_ALL:
         bufs.send.copy_(pat(r, 0, chunk * n))
-        return torch.cat([pat(q, r * chunk, chunk) for q in range(n)])
+        return _concat(torch, (pat(q, r * chunk, chunk) for q in range(n)), bufs.recv, chunk * n)
     if op is Op.SEND_RECV:
         bufs.send.copy_(pat(r, 0, chunk))
         return pat((r - 1) % n, 0, chunk)

@@ -95,15 +95,17 @@ def bench_plots(directory: str, rows, predicted=None, *, name: str = "busbw",
 
     ``rows``: measured records as ``bench --json`` prints them (``op``, ``ranks``,
     ``size_bytes``, ``busbw_GBps``, optional ``in_place``); one series per (op, ranks), in-place
-    rows left out when out-of-place ones exist. ``predicted``: ``{label: (sizes, busbw in
+    rows of an op left out when it has out-of-place ones. ``predicted``: ``{label: (sizes, busbw in
     bytes/s)}`` from the model (e.g. the calibration's alpha-beta fit), or None.
     """
     from willitscale.report.plots.measurements import busbw_vs_size
 
     series: dict[str, dict[float, float]] = {}
-    has_out_of_place = any(not r.get("in_place", False) for r in rows)
+    # per op: an op measured both ways shows its out-of-place rows; one torch runs only in
+    # place (all_reduce, broadcast, reduce) shows those
+    out_of_place_ops = {r["op"] for r in rows if not r.get("in_place", False)}
     for r in rows:
-        if has_out_of_place and r.get("in_place", False):
+        if r["op"] in out_of_place_ops and r.get("in_place", False):
             continue
         label = f"{r['op']}, {r['ranks']} ranks"
         series.setdefault(label, {})[float(r["size_bytes"])] = float(r["busbw_GBps"]) * 1e9
