@@ -77,19 +77,23 @@ def _finite(value: float, field: str, text: object, expected: str) -> float:
     return value
 
 
-def _as_text(value: object) -> str:
+def _text_of(value: object, field: str, expected: str) -> str:
     if isinstance(value, bool):  # bool is an int; never a quantity
-        raise TypeError
+        raise ConfigError(field, value, expected)
     return str(value).strip()
+
+
+def _checked(num: float, field: str, value: object, quantity: str, expected: str) -> float:
+    """``num`` if it is a finite quantity >= 0, else the error naming the field."""
+    if num < 0:
+        raise ConfigError(field, value, f"{quantity} >= 0")
+    return _finite(num, field, value, expected)
 
 
 def parse_size(value: str | float | int, *, field: str = "size") -> float:
     """Bytes from ``"80GiB"``, ``"1.4GB"``, ``"97.5 MB"``, ``"2560Gb"`` (bits) or a bare byte count."""
     expected = "a size such as 1.4GB, 80GiB, 512MiB or a number of bytes"
-    try:
-        text = _as_text(value)
-    except TypeError:
-        raise ConfigError(field, value, expected) from None
+    text = _text_of(value, field, expected)
     m = _SIZE_RE.match(text)
     if not m:
         raise ConfigError(field, value, expected)
@@ -97,9 +101,7 @@ def parse_size(value: str | float | int, *, field: str = "size") -> float:
     unit = m["unit"] or "B"
     if unit.startswith("b"):  # b, bit, bits
         num /= BITS_PER_BYTE
-    if num < 0:
-        raise ConfigError(field, value, "a size >= 0")
-    return _finite(num, field, value, expected)
+    return _checked(num, field, value, "a size", expected)
 
 
 def parse_bandwidth(value: str | float | int, *, field: str = "bandwidth") -> float:
@@ -108,10 +110,7 @@ def parse_bandwidth(value: str | float | int, *, field: str = "bandwidth") -> fl
     A duplex (both directions summed) figure must say so and is halved.
     """
     expected = "a bandwidth such as 200Gbps, 25GB/s or '600GB/s duplex' (b = bit, B = byte)"
-    try:
-        text = _as_text(value)
-    except TypeError:
-        raise ConfigError(field, value, expected) from None
+    text = _text_of(value, field, expected)
     if _is_zero(text):
         return 0.0
     m = _BW_RE.match(text)
@@ -126,18 +125,13 @@ def parse_bandwidth(value: str | float | int, *, field: str = "bandwidth") -> fl
     label = (m["label"] or "").lower()
     if label in ("duplex", "bidirectional", "bi-directional", "bidir"):
         num /= 2
-    if num < 0:
-        raise ConfigError(field, value, "a bandwidth >= 0")
-    return _finite(num, field, value, expected)
+    return _checked(num, field, value, "a bandwidth", expected)
 
 
 def parse_time(value: str | float | int, *, field: str = "time") -> float:
     """Seconds from ``"2us"``, ``"1.5 ms"``, ``"0.42s"``, ``"1 week"``; a bare ``0`` is zero."""
     expected = "a time with a unit, such as 2us, 1.5ms, 0.4s or 1week"
-    try:
-        text = _as_text(value)
-    except TypeError:
-        raise ConfigError(field, value, expected) from None
+    text = _text_of(value, field, expected)
     if _is_zero(text):
         return 0.0
     m = _TIME_RE.match(text)
@@ -145,41 +139,29 @@ def parse_time(value: str | float | int, *, field: str = "time") -> float:
         hint = " (a bare number is ambiguous: add a unit)" if _is_number(text) else ""
         raise ConfigError(field, value, expected + hint)
     num = float(m["num"]) * _TIME_UNITS[m["unit"]]
-    if num < 0:
-        raise ConfigError(field, value, "a time >= 0")
-    return _finite(num, field, value, expected)
+    return _checked(num, field, value, "a time", expected)
 
 
 def parse_flop_rate(value: str | float | int, *, field: str = "flop_rate") -> float:
     """FLOP/s from ``"312TFLOPS"``, ``"989 TFLOP/s"``, ``"1.2e15"``."""
     expected = "a FLOP rate such as 312TFLOPS, 989 TFLOP/s or 1.2e15"
-    try:
-        text = _as_text(value)
-    except TypeError:
-        raise ConfigError(field, value, expected) from None
+    text = _text_of(value, field, expected)
     m = _RATE_RE.match(text)
     if not m or m["prefix"] in _BINARY:
         raise ConfigError(field, value, expected)
     num = float(m["num"]) * _DECIMAL[m["prefix"] or ""]
-    if num < 0:
-        raise ConfigError(field, value, "a FLOP rate >= 0")
-    return _finite(num, field, value, expected)
+    return _checked(num, field, value, "a FLOP rate", expected)
 
 
 def parse_count(value: str | float | int, *, field: str = "count") -> float:
     """A plain count from ``"2e9"``, ``"175B"`` (billion), ``"7M"``, ``"1.5T"``."""
     expected = "a count such as 2e9, 175B (billion), 7M or 1.5T"
-    try:
-        text = _as_text(value)
-    except TypeError:
-        raise ConfigError(field, value, expected) from None
+    text = _text_of(value, field, expected)
     m = _COUNT_RE.match(text)
     if not m:
         raise ConfigError(field, value, expected)
     num = float(m["num"]) * _COUNT_SUFFIX[m["suffix"]]
-    if num < 0:
-        raise ConfigError(field, value, "a count >= 0")
-    return _finite(num, field, value, expected)
+    return _checked(num, field, value, "a count", expected)
 
 
 def parse_ports(value: str, *, field: str = "ports") -> tuple[int, float]:

@@ -49,6 +49,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from willitscale.bench.environment import pid_alive
 from willitscale.errors import BenchmarkError, ConfigError
 from willitscale.units import format_bandwidth
 
@@ -86,16 +87,6 @@ def check_prerequisites() -> None:
                              "shape links: run it as root (e.g. sudo -E willitscale emulate ...)")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _namespaces() -> list[str]:
     out = _ip("netns", "list", check=False).stdout
     return [line.split()[0] for line in out.splitlines() if line.strip()]
@@ -110,7 +101,7 @@ def _kill_namespace_processes(ns: str) -> None:
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + wait
-        while pids and time.monotonic() < deadline and any(_pid_alive(p) for p in pids):
+        while pids and time.monotonic() < deadline and any(pid_alive(p) for p in pids):
             time.sleep(0.05)
 
 
@@ -141,7 +132,7 @@ def _delete_namespace(ns: str) -> None:
 def cleanup_stale() -> list[str]:
     """Delete namespaces left by emulations whose process is gone; returns their names."""
     stale = [ns for ns in _namespaces()
-             if (m := _NAME_RE.match(ns)) and not _pid_alive(int(m[1]))]
+             if (m := _NAME_RE.match(ns)) and not pid_alive(int(m[1]))]
     for ns in stale:
         _delete_namespace(ns)
     return stale

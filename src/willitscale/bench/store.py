@@ -27,6 +27,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from willitscale.bench.environment import pid_alive
 from willitscale.errors import ConfigError
 
 __all__ = ["Store", "ResultsStore", "RunInfo", "StoredRun", "StoredCalibration", "store_path", "now_iso"]
@@ -144,16 +145,6 @@ def _frozen(obj: Any) -> Any:
     if isinstance(obj, list):
         return tuple(_frozen(v) for v in obj)
     return obj
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 #: filesystem types whose files other hosts may open at the same time (``/proc/mounts`` names)
@@ -285,7 +276,7 @@ class Store:
 
     def _info(self, row: tuple) -> RunInfo:
         rid, kind, started, finished, status, label, options, env, host, pid, nrows = row
-        if status == "running" and host == socket.gethostname() and not _pid_alive(pid):
+        if status == "running" and host == socket.gethostname() and not pid_alive(pid):
             status = "killed"
         return RunInfo(id=rid, kind=kind, started_at=started, finished_at=finished, status=status,
                        label=label, options=_frozen(json.loads(options)),

@@ -30,7 +30,6 @@ class StepWork:
     recompute_flops: float  #: one micro-step, executed in backward
     micro_steps: int
     layout: GradientLayout | None  #: None without a shape: gradients ready uniformly
-    notes: tuple[str, ...] = ()
 
     @property
     def model_flops(self) -> float:
@@ -62,21 +61,16 @@ def work_notes(scenario: Scenario) -> tuple[str, ...]:
 
 
 def step_work(scenario: Scenario) -> StepWork:
-    """The FLOPs and gradient layout of ``scenario``'s step on one GPU."""
+    """The FLOPs and gradient layout of ``scenario``'s step on one GPU (how they were counted:
+    :func:`work_notes`)."""
     plan = scenario.plan
     tokens = plan.micro_batch * scenario.seq_len  # per GPU per micro-step
     if scenario.model is None:
         p = float(scenario.params)
         recompute = {"none": 0.0, "selective": 0.0, "full": 2.0 * p}[plan.recompute]
-        notes = ("FLOPs from the parameter count: 2P forward, 4P backward per token "
-                 "(6PD, Kaplan et al. 2020)"
-                 + ("; full recomputation adds 2P (8PD)" if plan.recompute == "full" else ""),)
-        if plan.recompute == "selective":
-            notes += ("selective recomputation reruns the attention core, whose FLOPs need the "
-                      "model shape: counted as 0 in --params mode",)
         return StepWork(params=p, forward_flops=2.0 * p * tokens, backward_flops=4.0 * p * tokens,
                         recompute_flops=recompute * tokens, micro_steps=plan.grad_accum,
-                        layout=None, notes=notes)
+                        layout=None)
     from willitscale.workload.flops import training_flops
     from willitscale.workload.params import param_count
 
@@ -91,8 +85,6 @@ def step_work(scenario: Scenario) -> StepWork:
         recompute_flops=executed - 3.0 * forward,
         micro_steps=plan.grad_accum,
         layout=gradient_layout(model, flops),
-        notes=(f"FLOPs counted matmul by matmul for {model.name} at {scenario.seq_len} tokens "
-               "(attention scores counted in full, as Megatron-LM and PaLM do)",),
     )
 
 

@@ -99,28 +99,21 @@ class Topology:
     # -- derived structure used by routing ----------------------------------------------
     def nic_links(self) -> tuple[np.ndarray, np.ndarray]:
         """Per GPU: the link from it into the network and the link back (-1 if none)."""
-        n_v = self.vertices
-        is_gpu = self.vertex_kind == VertexKind.GPU
-        is_sw = self.vertex_kind == VertexKind.SWITCH
-        up = np.full(n_v, -1, dtype=np.int64)
-        down = np.full(n_v, -1, dtype=np.int64)
-        ids = np.arange(self.links)
-        m_up = is_gpu[self.link_src] & is_sw[self.link_dst]
-        m_down = is_sw[self.link_src] & is_gpu[self.link_dst]
-        up[self.link_src[m_up]] = ids[m_up]
-        down[self.link_dst[m_down]] = ids[m_down]
-        return up[self.gpu_vertex], down[self.gpu_vertex]
+        return self._gpu_links_to(VertexKind.SWITCH)
 
     def nvlink_links(self) -> tuple[np.ndarray, np.ndarray]:
         """Per GPU: its link into the node's NVSwitch and back (-1 for single-GPU nodes)."""
-        n_v = self.vertices
+        return self._gpu_links_to(VertexKind.NVSWITCH)
+
+    def _gpu_links_to(self, kind: VertexKind) -> tuple[np.ndarray, np.ndarray]:
+        """Per GPU: its link to a vertex of ``kind`` and the link back (-1 if none)."""
         is_gpu = self.vertex_kind == VertexKind.GPU
-        is_nvs = self.vertex_kind == VertexKind.NVSWITCH
-        up = np.full(n_v, -1, dtype=np.int64)
-        down = np.full(n_v, -1, dtype=np.int64)
+        is_kind = self.vertex_kind == kind
+        up = np.full(self.vertices, -1, dtype=np.int64)
+        down = np.full(self.vertices, -1, dtype=np.int64)
         ids = np.arange(self.links)
-        m_up = is_gpu[self.link_src] & is_nvs[self.link_dst]
-        m_down = is_nvs[self.link_src] & is_gpu[self.link_dst]
+        m_up = is_gpu[self.link_src] & is_kind[self.link_dst]
+        m_down = is_kind[self.link_src] & is_gpu[self.link_dst]
         up[self.link_src[m_up]] = ids[m_up]
         down[self.link_dst[m_down]] = ids[m_down]
         return up[self.gpu_vertex], down[self.gpu_vertex]
