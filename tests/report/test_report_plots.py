@@ -162,6 +162,23 @@ def test_a_pipeline_timeline_shows_its_bubble_in_the_bubble_colour():
     assert "bwd" not in texts and any("191" in t for t in texts)
 
 
+def test_the_plot_reads_kinds_and_args_not_span_names():
+    # review R3: a collapsed block is labelled from args["micro_batches"], whatever its name; a
+    # bubble is a span of kind "bubble", and an idle span is idle even if its name says bubble
+    from willitscale.report.plots.timeline import merged_blocks
+
+    spans = [Span(lane="compute", kind="backward", name="earlier work", start=0.0, end=1.0,
+                  args={"micro_batches": 5}),
+             Span(lane="compute", kind="backward", name="micro-batches 1-9", start=1.0, end=2.0),
+             Span(lane="comms", kind="comm", name="TP", start=0.0, end=1.0,
+                  args={"micro_batches": 5})]
+    texts = [b[3] for b in merged_blocks(spans, gap=0.0)]
+    assert texts == ["fwd + bwd × 5", "comms", "bwd"]
+    idle = [Span(lane="idle", kind="idle", name="a bubble by name", start=0.0, end=1.0),
+            Span(lane="idle", kind="bubble", name="fill", start=1.0, end=2.0)]
+    assert [b[2] for b in merged_blocks(idle, gap=0.0)] == ["idle", "bubble"]
+
+
 def _bars(collection):
     """(x, width) of each bar of a broken_barh collection."""
     out = []

@@ -74,3 +74,10 @@ def test_parts_add_up_and_stay_in_range(p):
     assert est.mfu / est.hfu == pytest.approx(est.model_flops / est.executed_flops)
     assert est.memory.total > 0
     assert est.timeline.step_time >= est.step_time * (1 - 1e-9)
+    # the timeline draws every collective (hidden and exposed) and the whole bubble, and each
+    # row's exposed part never exceeds its time
+    spans = est.timeline.spans
+    assert sum(s.duration for s in spans if s.kind == "comm") == pytest.approx(est.comms, rel=1e-9)
+    assert sum(s.duration for s in spans if s.kind == "bubble") == \
+        pytest.approx(b.bubble, rel=1e-9, abs=1e-12)
+    assert all(op.exposed <= op.time * (1 + 1e-9) + 1e-15 for op in est.comm_ops)

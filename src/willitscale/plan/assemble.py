@@ -124,6 +124,7 @@ def assemble(ctx, b, st, comp, params, traffic, mem, pipe, bubble, crit, tail, p
                            "bytes": np.where(zag, np.max(stage_params, axis=-1) * 2.0, 0.0),
                            "calls": zag * 1.0}
     comms = (sum(v["time"] for k, v in per_step.items() if k in KINDS) + per_step["dp"]["time"]
+             + (per_step["edp"]["time"] if "edp" in per_step else 0.0)  # split off by detail
              + tail.emb_ar + tail.ag_total)
     column = np.argmax(np.where(st.active, mem.total, -np.inf), axis=-1)
     info = {"capacity": sc.cluster.gpu.memory, "peak": ctx.peak, "pipeline": pipe,

@@ -25,8 +25,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from willitscale.plan.levers import (EXPOSED_SHARE_LIMIT, LEVEL_RESOURCE, available_levels,
-                                     least_factor, limiting_level, outcome)
+from willitscale.plan.levers import (EXPOSED_SHARE_LIMIT, LEVEL_RESOURCE, limiting_level,
+                                     needed_bandwidth, outcome)
 from willitscale.plan.result import Bottleneck
 from willitscale.units import format_bandwidth, format_size, format_time
 
@@ -93,21 +93,21 @@ def _rate(ctx, level: str, factor: float) -> str:
 
 
 def _bandwidth_fixes(ctx, batch, level: str) -> list[str]:
+    """The bandwidth fix, from :func:`~.levers.needed_bandwidth` (``requirements`` and the report
+    call the same search, so the figure agrees everywhere)."""
     limit = _pct(EXPOSED_SHARE_LIMIT)
-    factor, at = least_factor(ctx, batch, (level,))
-    if factor is not None:
-        return [f"{_rate(ctx, level, factor)}: exposed communication then {_pct(at.share)} of the "
-                f"step (<= {limit})"]
-    others = tuple(lvl for lvl in available_levels(ctx) if lvl in ("intra", "inter"))
-    if level in ("intra", "inter") and len(others) == 2:
-        both, at = least_factor(ctx, batch, others)
-        if both is not None:
-            other = "inter" if level == "intra" else "intra"
-            return [f"the {level}-node link alone cannot: the {other}-node link limits next. Both "
-                    f"{both:.3g}x faster ({_rate(ctx, 'intra', both)}; {_rate(ctx, 'inter', both)}): "
-                    f"exposed then {_pct(at.share)} of the step"]
+    need = needed_bandwidth(ctx, batch, level)
+    if need.factor is not None:
+        return [f"{_rate(ctx, level, need.factor)}: exposed communication then "
+                f"{_pct(need.at.share)} of the step (<= {limit})"]
+    if need.both is not None:
+        both, other = need.both, need.limited_by
+        return [f"the {level}-node link alone cannot: the {other}-node link limits next. Both "
+                f"{both:.3g}x faster ({_rate(ctx, 'intra', both)}; {_rate(ctx, 'inter', both)}): "
+                f"exposed then {_pct(need.both_at.share)} of the step"]
+    last = need.both_at if need.both_at is not None else need.at
     return [f"more bandwidth alone cannot bring exposed communication under {limit}: even 10,000x "
-            f"leaves {_pct(at.share)} (latency, or a part no link speed shortens)"]
+            f"leaves {_pct(last.share)} (latency, or a part no link speed shortens)"]
 
 
 def _least_row(result, ok):

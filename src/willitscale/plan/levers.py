@@ -32,8 +32,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["EXPOSED_SHARE_LIMIT", "LEVEL_RESOURCE", "Outcome", "available_levels", "exposed_share",
-           "least_factor", "limiting_level", "outcome", "scaled_context"]
+__all__ = ["EXPOSED_SHARE_LIMIT", "LEVEL_RESOURCE", "BANDWIDTH_RANGE", "BANDWIDTH_RTOL", "Outcome",
+           "BandwidthNeed", "available_levels", "exposed_share", "least_factor", "limiting_level",
+           "needed_bandwidth", "outcome", "scaled_context"]
 
 #: exposed communication above this share of the step makes the network the bottleneck
 EXPOSED_SHARE_LIMIT = 0.05
@@ -41,6 +42,10 @@ EXPOSED_SHARE_LIMIT = 0.05
 LEVEL_RESOURCE = {"intra": "intra-node network", "inter": "inter-node network"}
 #: the factor :func:`limiting_level` doubles each level's bandwidth by
 _PROBE = 2.0
+#: :func:`needed_bandwidth` searches factors in ``[1 / BANDWIDTH_RANGE, BANDWIDTH_RANGE]``
+BANDWIDTH_RANGE = 1e4
+#: ... to this relative tolerance: 0.1%, below the 3 significant digits every figure prints
+BANDWIDTH_RTOL = 1e-3
 
 
 def exposed_share(exposed, step):
@@ -144,3 +149,41 @@ def least_factor(ctx, batch, levels, *, share: float = EXPOSED_SHARE_LIMIT, lo: 
         else:
             lo = mid
     return hi, best
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BandwidthNeed:
+    """The least speed-up of one level's bandwidth that brings exposed communication to a share."""
+
+    level: str  #: intra, inter or measured
+    factor: float | None  #: the least factor on that level; None when it alone cannot
+    at: Outcome  #: the outcome at ``factor`` (at the top of the range when None)
+    #: when ``factor`` is None and the other level exists: the least factor on both together
+    both: float | None = None
+    both_at: Outcome | None = None  #: the outcome at ``both`` (or at the top of the range)
+
+    @property
+    def limited_by(self) -> str | None:
+        """Why ``factor`` is None: the other level (``intra``/``inter``) or ``latency``."""
+        if self.factor is not None:
+            return None
+        if self.both is not None:
+            return {"intra": "inter", "inter": "intra"}[self.level]
+        return "latency"
+
+
+def needed_bandwidth(ctx, batch, level: str, *, share: float = EXPOSED_SHARE_LIMIT,
+                     limit: float = BANDWIDTH_RANGE, rtol: float = BANDWIDTH_RTOL) -> BandwidthNeed:
+    """The one bandwidth search behind the estimate's bandwidth fix, ``requirements`` and the
+    report (so all print the same figure): the least factor in ``[1/limit, limit]`` on ``level``
+    at which exposed communication is at most ``share`` of the step, to ``rtol``. When that level
+    alone cannot and both network levels exist, the least factor on both together."""
+    factor, at = least_factor(ctx, batch, (level,), share=share, lo=1.0 / limit, hi=limit,
+                              rtol=rtol)
+    if factor is not None:
+        return BandwidthNeed(level=level, factor=factor, at=at)
+    both = tuple(lvl for lvl in available_levels(ctx) if lvl in ("intra", "inter"))
+    if level not in both or len(both) < 2:
+        return BandwidthNeed(level=level, factor=None, at=at)
+    together, both_at = least_factor(ctx, batch, both, share=share, lo=1.0, hi=limit, rtol=rtol)
+    return BandwidthNeed(level=level, factor=None, at=at, both=together, both_at=both_at)

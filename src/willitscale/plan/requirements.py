@@ -132,15 +132,18 @@ class LinkRequirement:
     context: object  #: the engine context at ``needed`` (or the base one)
 
 
-def link_requirement(scenario, *, max_exposed_share: float = 0.05, limit: float = 1e4,
-                     rtol: float = 1e-3) -> LinkRequirement:
+def link_requirement(scenario, *, max_exposed_share: float = 0.05, limit: float | None = None,
+                     rtol: float | None = None) -> LinkRequirement:
     """The limiting level (:func:`~willitscale.plan.levers.limiting_level`) and its least line
     rate at which exposed communication is at most ``max_exposed_share`` of the step, searched in
-    ``[now / limit, now x limit]`` (a requirement may be below what the link has)."""
+    ``[now / limit, now x limit]`` (a requirement may be below what the link has) to ``rtol``, by
+    :func:`~willitscale.plan.levers.needed_bandwidth`, the search behind the estimate's bandwidth
+    fix (defaults: :data:`~willitscale.plan.levers.BANDWIDTH_RANGE`, ``BANDWIDTH_RTOL``)."""
     from willitscale.errors import ConfigError
     from willitscale.plan.batch import PlanBatch
     from willitscale.plan.engine import make_context
-    from willitscale.plan.levers import least_factor, limiting_level, outcome, scaled_context
+    from willitscale.plan.levers import (BANDWIDTH_RANGE, BANDWIDTH_RTOL, limiting_level,
+                                         needed_bandwidth, outcome, scaled_context)
 
     if not 0 < max_exposed_share < 1:
         raise ConfigError("max_exposed_share", max_exposed_share, "a fraction in (0, 1)")
@@ -153,19 +156,15 @@ def link_requirement(scenario, *, max_exposed_share: float = 0.05, limit: float 
                                share_now=base.share, share_at=None, limited_by="latency"
                                if base.comms > 0 else None, context=ctx)
     now = _line_rate(ctx, level)
-    factor, at = least_factor(ctx, batch, (level,), share=max_exposed_share, lo=1.0 / limit,
-                              hi=limit, rtol=rtol)
-    if factor is not None:
-        return LinkRequirement(level=level, now=now, needed=now * factor, factor=factor,
-                               share_now=base.share, share_at=at.share, limited_by=None,
-                               context=scaled_context(ctx, **{level: factor}))
-    other = {"intra": "inter", "inter": "intra"}.get(level)
-    limited = "latency"
-    if other is not None and scenario.cluster.nodes > 1 and ctx.links.gpus_per_node > 1:
-        both, _ = least_factor(ctx, batch, (level, other), share=max_exposed_share, hi=limit)
-        limited = other if both is not None else "latency"
+    need = needed_bandwidth(ctx, batch, level, share=max_exposed_share,
+                            limit=BANDWIDTH_RANGE if limit is None else limit,
+                            rtol=BANDWIDTH_RTOL if rtol is None else rtol)
+    if need.factor is not None:
+        return LinkRequirement(level=level, now=now, needed=now * need.factor, factor=need.factor,
+                               share_now=base.share, share_at=need.at.share, limited_by=None,
+                               context=scaled_context(ctx, **{level: need.factor}))
     return LinkRequirement(level=level, now=now, needed=None, factor=None, share_now=base.share,
-                           share_at=None, limited_by=limited, context=ctx)
+                           share_at=None, limited_by=need.limited_by, context=ctx)
 
 
 def _line_rate(ctx, level: str) -> float:
@@ -177,7 +176,8 @@ def _line_rate(ctx, level: str) -> float:
     return (m.allreduce_size or 0.0) / m.allreduce_time
 
 
-def least_link_bandwidth(scenario, *, max_exposed_share: float = 0.05, limit: float = 1e4):
+def least_link_bandwidth(scenario, *, max_exposed_share: float = 0.05,
+                         limit: float | None = None):
     """``(bandwidth, estimate)``: the least line rate of the **limiting** level (per node across
     nodes when the NICs limit, per GPU when the link inside the node does:
     :func:`link_requirement` says which), one direction, before efficiency, at which exposed

@@ -93,5 +93,9 @@ def zero3_exposed(gather, scatter, fwd_compute, bwd_compute, layers):
 
 
 def param_gather_exposed(gather, first_forward, layers):
-    """ZeRO-1/2: the updated weights' all-gather left exposed by the next forward's prefetch."""
-    return np.maximum(0.0, gather - first_forward) + np.minimum(gather / np.maximum(layers, 1.0), gather)
+    """ZeRO-1/2: the updated weights' all-gather left exposed by the next forward's prefetch
+    (the first layer's share, nothing to hide it, plus what outlasts the forward; never more than
+    the all-gather itself)."""
+    exposed = np.maximum(0.0, gather - first_forward) + np.minimum(gather / np.maximum(layers, 1.0),
+                                                                   gather)
+    return np.minimum(exposed, gather)

@@ -2,7 +2,9 @@
 
 Lanes as in the handbook's diagrams (seeds/000): data loading, compute (forward, backward,
 optimizer), communication (one span per DDP bucket all-reduce, or per run of identical
-buckets), and the idle time compute waits for the last all-reduce. The last backward is drawn
+buckets), and the idle time compute waits for the last all-reduce. Beyond
+:data:`MAX_DRAWN_MICRO_STEPS` micro-steps the earlier ones are one span with
+``args["micro_batches"]``. The last backward is drawn
 stretched by the overlap slowdown (the compute that ran beside NCCL kernels); the bucket
 schedule given is already the one computed on that stretched backward
 (:func:`willitscale.plan.gradsync.bucket_tail`), so the last all-reduce ends exactly where the
@@ -27,7 +29,8 @@ def _compute_spans(fwd: float, bwd: float, steps: int, offset: float, slowdown: 
     if steps > MAX_DRAWN_MICRO_STEPS:
         end = t + (steps - 1) * (fwd + bwd)
         spans.append(Span(lane="compute", kind="backward", name=f"micro-steps 1-{steps - 1}",
-                          start=t, end=end, args={"note": "forward + backward, gradients "
+                          start=t, end=end, args={"micro_batches": steps - 1,
+                                                  "note": "forward + backward, gradients "
                                                           "accumulated, no all-reduce"}))
         t, first = end, steps
     else:

@@ -25,26 +25,12 @@ def cluster_label(est) -> str:
 
 
 def timeline_chart(groups: Sequence[tuple[str, object]], *, title: str | None = None) -> Chart:
-    """The step timeline of ``(label, estimate)`` groups. When a schedule draws only the exposed
-    part of its communication (the model-parallel and ZeRO timelines do), the caption says how
-    much more the step issues, hidden under compute, so the lane is not read as all of it."""
-    from dataclasses import replace
-
+    """The step timeline of ``(label, estimate)`` groups. Every schedule draws all of its
+    communication on the comms lane, hidden and exposed."""
     from willitscale.report.plots.timeline import step_timeline
-    from willitscale.units import format_time
 
-    chart = step_timeline([(label, est.timeline) for label, est in groups],
-                          title=title or "One training step, lanes of one GPU")
-    notes = []
-    for label, est in groups:
-        drawn = est.timeline.busy("comms")
-        if est.comms > 0 and drawn < 0.9 * est.comms:
-            notes.append(f"{label}: the communication lane shows {format_time(drawn)} of the "
-                         f"{format_time(est.comms)} the step issues; the rest runs hidden under "
-                         "compute")
-    if notes:
-        chart = replace(chart, caption=chart.caption + " " + "; ".join(notes) + ".")
-    return chart
+    return step_timeline([(label, est.timeline) for label, est in groups],
+                         title=title or "One training step, lanes of one GPU")
 
 
 def memory_chart(labelled: Sequence[tuple[str, object]], *, title: str = "Memory per GPU") -> Chart:

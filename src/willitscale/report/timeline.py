@@ -84,7 +84,9 @@ class Timeline:
         return tuple(s for s in self.spans if s.lane == name)
 
     def busy(self, lane: str) -> float:
-        """Seconds of ``lane`` covered by spans (spans on one lane never overlap)."""
+        """Seconds of ``lane``'s spans, summed. Compute, data and idle spans never overlap; comm
+        spans of different collectives may (a model-parallel step runs them on several streams):
+        then this is the collectives' busy time, not wall-clock time."""
         return sum(s.duration for s in self.lane(lane))
 
     def to_json(self) -> dict[str, Any]:

@@ -9,55 +9,41 @@ one block of lanes per rank group (a pipeline stage, a node count, ...), so a 1-
 4-node step side by side show where the idle time appears. Spans of one kind closer than 0.2%
 of the axis merge into one block (hundreds of DDP buckets read as one all-reduce), and a block
 never shrinks below 0.3% of the axis, so a short exposed all-reduce stays visible. A pipeline's
-bubble (a span of kind ``bubble``, or an idle span its schedule names a bubble) is drawn in the
-bubble's colour, not as idle time; the earlier micro-batches a schedule draws as one span are
-labelled as such (``fwd + bwd × 191``), not as one backward.
+bubble (spans of kind ``bubble``) is drawn in the bubble's colour, not as idle time; the earlier
+micro-batches a schedule draws as one compute span (``args["micro_batches"]``) are labelled as
+such (``fwd + bwd × 191``), not as one backward.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from willitscale.report.plots.base import Chart, new_figure, styled, time_unit
 from willitscale.report.style import COLORS, HATCHES, KIND_MEANING, LABELS, WIDE
 from willitscale.report.timeline import LANES, Timeline
 
-__all__ = ["step_timeline", "merged_blocks", "display_kind"]
+__all__ = ["step_timeline", "merged_blocks"]
 
 _BLOCK_TEXT = {"data": "DL", "forward": "fwd", "backward": "bwd", "optimizer": "opt",
                "comm": "comms", "idle": "idle", "bubble": "bubble"}
 _LANE_NAME = {"data": "data", "compute": "compute", "comms": "comms", "idle": "idle"}
 
 
-#: the name a schedule gives the earlier micro-batches it draws as one span
-_COLLAPSED = re.compile(r"micro-(?:batches|steps) 1-(\d+)")
-
-
-def display_kind(span) -> str:
-    """The kind ``span`` is drawn as: ``bubble`` for the pipeline bubble (kind ``bubble``, or an
-    idle span the schedule named a bubble), else its kind."""
-    if span.kind == "idle" and "bubble" in span.name:
-        return "bubble"
-    return span.kind
-
-
-def _text(span, kind: str) -> str:
-    collapsed = _COLLAPSED.search(span.name)
-    if collapsed:
-        return f"fwd + bwd × {collapsed.group(1)}"
-    return _BLOCK_TEXT.get(kind, kind)
+def _text(span) -> str:
+    collapsed = span.args.get("micro_batches")
+    if collapsed and span.lane == "compute":
+        return f"fwd + bwd × {collapsed}"
+    return _BLOCK_TEXT.get(span.kind, span.kind)
 
 
 def merged_blocks(spans, gap: float) -> list[tuple[float, float, str, str]]:
-    """``(start, end, kind, text)`` blocks: spans drawn alike (:func:`display_kind`, same text) at
-    most ``gap`` apart merged, in order."""
+    """``(start, end, kind, text)`` blocks: spans drawn alike (same kind and text) at most
+    ``gap`` apart merged, in order."""
     blocks: list[tuple[float, float, str, str]] = []
     for s in sorted(spans, key=lambda s: (s.start, s.end)):
         if s.duration <= 0:
             continue
-        kind = display_kind(s)
-        text = _text(s, kind)
+        kind, text = s.kind, _text(s)
         if (blocks and blocks[-1][2] == kind and blocks[-1][3] == text
                 and s.start - blocks[-1][1] <= gap):
             blocks[-1] = (blocks[-1][0], max(blocks[-1][1], s.end), kind, text)
