@@ -5,7 +5,9 @@
   unknown accelerator) the best matmul rate measured, which is what "peak" can mean there.
   Without either, the training rate itself (efficiency 1).
 * **achieved**: executed FLOPs of one rank's training step (``workload.training_flops``, the
-  estimate's own count: 3 x forward plus FlashAttention's recomputed scores) over that rank's
+  estimate's own count for a causal fused attention kernel, as the benchmark's model runs: 3 x
+  forward with half the attention scores, plus FlashAttention's recomputed scores -- counted as
+  the estimate counts them, so a step is predicted at the speed it was measured) over that rank's
   forward + backward time measured under ``no_sync()`` (no gradient communication in it).
   The median over the training runs given.
 * **optimizer time per parameter**: the optimizer step time over the parameter count (AdamW
@@ -26,10 +28,11 @@ __all__ = ["compute_calibrations", "train_executed_flops_per_rank"]
 
 def train_executed_flops_per_rank(row) -> float:
     """Executed FLOPs of one rank's step in a :class:`~willitscale.bench.records.TrainRow`."""
-    from willitscale.bench.models import bench_model
+    from willitscale.bench.models import FUSED_CAUSAL_ATTENTION, bench_model
     from willitscale.workload.flops import training_flops
 
-    flops = training_flops(bench_model(row.model), row.seq_len)
+    fused = FUSED_CAUSAL_ATTENTION
+    flops = training_flops(bench_model(row.model), row.seq_len, causal=fused, flash_attention=fused)
     return float(flops.hardware_per_token) * row.seq_len * row.batch_per_rank
 
 

@@ -58,8 +58,9 @@ def scenario_for(row, run: MeasuredRun, cal: Calibration):
         return None, ("the training-step prediction needs the estimate (willitscale.plan), which "
                       "this build does not include yet")
     estimate_module, Plan, DdpOptions, Scenario = api
-    from willitscale.bench.models import bench_model
+    from willitscale.bench.models import FUSED_CAUSAL_ATTENTION, bench_model
     from willitscale.hardware.model import Cluster, Gpu, Node
+    from willitscale.plan.options import ParallelOptions
 
     dtype = TORCH_TO_DTYPE[row.dtype]
     compute = cal.compute_for(dtype, row.device)
@@ -88,7 +89,7 @@ def scenario_for(row, run: MeasuredRun, cal: Calibration):
         cluster=cluster, plan=plan, seq_len=row.seq_len, model=bench_model(row.model), dtype=dtype,
         ddp=DdpOptions(bucket_cap=row.bucket_bytes, grad_reduce_dtype="fp32",
                        first_bucket=row.first_bucket_bytes or row.bucket_bytes), calibration=cal,
-        name=f"run {run.id}")
+        options=ParallelOptions(flash_attention=FUSED_CAUSAL_ATTENTION), name=f"run {run.id}")
     return scenario, None
 
 
