@@ -5,13 +5,15 @@ Ctrl-C or SIGTERM during a sweep stops it at the next point where Python runs (b
 ops, or when the op in flight returns); the rows measured so far are already committed and the
 run is marked ``interrupted``. Only the first such signal interrupts: a Ctrl-C at a terminal
 reaches every process of the job and the launcher forwards it as well, and the second copy must
-not cut short the saving and printing of the finished rows. Once a stop was asked for, a
-collective failing because a peer has already stopped is part of stopping, not a failure.
+not cut short the saving and printing of the finished rows. A collective failing because a
+peer has already stopped is part of stopping, not a failure, when this rank's own stop is asked
+for by then or within :data:`PEER_STOP_GRACE_S` (its signal may come a moment after the peer's).
 """
 
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +22,11 @@ from willitscale.bench.environment import host_facts, node_id, summarize_environ
 from willitscale.bench.options import OPTION_TYPES
 from willitscale.errors import ConfigError
 
-__all__ = ["Job", "JobResult", "run_job"]
+__all__ = ["Job", "JobResult", "run_job", "PEER_STOP_GRACE_S"]
+
+#: how long a rank whose collective failed waits for its own stop signal before calling the
+#: failure real (a genuine failure is reported this much later)
+PEER_STOP_GRACE_S = 2.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +84,18 @@ class _StopOnSignal:
         self.requested = True
         raise KeyboardInterrupt
 
+    def arrives_within(self, seconds: float) -> bool:
+        """Whether a stop is (or gets) asked for within ``seconds``. A collective broken by a
+        peer that stopped first can fail a moment before this rank's own signal arrives: a
+        launcher signals its ranks one after another, and other nodes' launchers later still."""
+        deadline = time.monotonic() + seconds
+        try:
+            while not self.requested and time.monotonic() < deadline:
+                time.sleep(0.01)
+        except KeyboardInterrupt:
+            pass
+        return self.requested
+
 
 def _environment(ctx) -> dict[str, Any]:
     facts = {"host": host_facts() if ctx.local_rank == 0 else {"node": node_id()},
@@ -132,7 +150,8 @@ def run_job(job: Job) -> JobResult:
     except KeyboardInterrupt:
         result.status = "interrupted"
     except BaseException:
-        if not stop.requested:  # else: a peer that stopped first broke the collective in flight
+        # a peer that stopped first broke the collective in flight: part of stopping
+        if not stop.arrives_within(PEER_STOP_GRACE_S):
             result.status = "failed"
             raise
         result.status = "interrupted"
