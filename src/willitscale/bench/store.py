@@ -272,6 +272,40 @@ class Store:
                 (now_iso(), path, json.dumps(list(runs)), toml))
             return int(cur.lastrowid)
 
+    def import_runs(self, source: Store) -> list[tuple[int, int | None, str]]:
+        """Copy ``source``'s finished runs, rows and all, into this store (new ids, same times,
+        hosts and statuses). Returns ``(source id, new id or None, why skipped)`` per run, oldest
+        first. A run already here (same kind, host, pid, start time, label and row count) is skipped,
+        so importing twice is harmless; so is a run still ``running`` (it may not be finished)."""
+        if source.path.resolve() == self.path.resolve():
+            raise ConfigError("store", str(source.path), "another results store than this one")
+        present = {(i.kind, i.host, i.pid, i.started_at, i.label, i.rows) for i in self.runs()}
+        out: list[tuple[int, int | None, str]] = []
+        for info in reversed(source.runs()):
+            key = (info.kind, info.host, info.pid, info.started_at, info.label, info.rows)
+            if key in present:
+                out.append((info.id, None, "already here"))
+                continue
+            if info.status == "running":
+                out.append((info.id, None, "still running (import it again when it finishes)"))
+                continue
+            run = source.run(info.id)
+            with self._write():
+                cur = self._db.execute(
+                    "INSERT INTO runs (kind, started_at, finished_at, status, label, options,"
+                    " environment, host, pid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (info.kind, info.started_at, info.finished_at, info.status, info.label,
+                     json.dumps(_plain(info.options), allow_nan=False),
+                     json.dumps(_plain(info.environment), allow_nan=False), info.host, info.pid))
+                new_id = int(cur.lastrowid)
+                self._db.executemany(
+                    "INSERT INTO rows (run_id, seq, data) VALUES (?, ?, ?)",
+                    [(new_id, seq, json.dumps(_plain(row), allow_nan=False))
+                     for seq, row in enumerate(run.rows)])
+            present.add(key)
+            out.append((info.id, new_id, ""))
+        return out
+
     # -- reading -------------------------------------------------------------------------
 
     def _info(self, row: tuple) -> RunInfo:

@@ -1,4 +1,4 @@
-"""``willitscale results list|show|compare|export``: the runs kept in the local results store."""
+"""``willitscale results list|show|compare|export|import``: the runs kept in the local results store."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ def register(subparsers) -> None:
     from willitscale.cli.helptext import examples
 
     parser = subparsers.add_parser(
-        "results", help="the runs measured so far: list, show, compare repeats, export",
+        "results", help="the runs measured so far: list, show, compare repeats, export, import",
         description="What has been measured so far? Every benchmark run is kept (options, "
                     "environment, each row) in a local SQLite store: $WILLITSCALE_HOME/"
                     "results.sqlite, or the platform's user data folder. docs/measure.md.",
         epilog=examples("willitscale results list", "willitscale results show --plot figs",
                         "willitscale results compare", "willitscale results export --format csv "
-                        "-o runs.csv"))
+                        "-o runs.csv", "willitscale results import other/results.sqlite"))
     sub = parser.add_subparsers(dest="results_command", metavar="ACTION", parser_class=type(parser))
 
     p = sub.add_parser("list", help="every stored run, newest first",
@@ -69,6 +69,20 @@ def register(subparsers) -> None:
     p.add_argument("--format", choices=("csv", "json"), default="csv")
     p.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
     p.set_defaults(run=run_export)
+
+    p = sub.add_parser("import", help="copy the runs of other stores into this one",
+                       description="Gather runs measured elsewhere (another machine, or one "
+                                   "WILLITSCALE_HOME per job on a filesystem without working "
+                                   "locks) into this store: every finished run with its rows, "
+                                   "environment and times, under new ids. Runs already here are "
+                                   "skipped, so importing twice is harmless. Calibrations are "
+                                   "not copied (fit again: `willitscale calibrate`).",
+                       epilog=examples("willitscale results import /scratch/job-1234/results.sqlite",
+                                       "willitscale results import runs/*/"))
+    p.add_argument("stores", nargs="+", metavar="STORE",
+                   help="a results.sqlite file, or a folder holding one (a WILLITSCALE_HOME)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run_import)
 
 
 def _store():
@@ -254,4 +268,39 @@ def run_export(args: argparse.Namespace) -> int:
         print(f"wrote {len(records)} rows to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def _source_store_path(text: str) -> Path:
+    from willitscale.errors import ConfigError
+
+    path = Path(text).expanduser()
+    if path.is_dir():
+        path = path / "results.sqlite"
+    if not path.is_file():
+        raise ConfigError("STORE", text, "an existing results.sqlite file, or a folder holding "
+                                         "one (a WILLITSCALE_HOME)")
+    return path
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from willitscale.bench.store import Store
+    from willitscale.cli.output import print_json, print_table
+
+    sources = [_source_store_path(text) for text in args.stores]  # all checked before any copy
+    records = []
+    with _store() as store:
+        for path in sources:
+            with Store(path) as source:
+                for old, new, why in store.import_runs(source):
+                    records.append({"store": str(path), "source_id": old, "id": new,
+                                    "skipped": why or None})
+    if args.json:
+        print_json(records)
+        return 0
+    print_table("imported runs", ["store", "run there", "run here", ""],
+                [[r["store"], r["source_id"], r["id"] if r["id"] is not None else "-",
+                  r["skipped"] or "imported"] for r in records])
+    done = sum(r["id"] is not None for r in records)
+    print(f"{done} run(s) imported, {len(records) - done} skipped", file=sys.stderr)
     return 0
