@@ -38,7 +38,7 @@ def test_show_link_and_node(cli):
     assert "128b/130b" in out
     code, out, _ = cli("hardware", "show", "baskerville", "--json")
     data = json.loads(out)
-    assert data["nic"]["efficiency"] == 0.43 and data["inter_node_bandwidth_Gbps"] == 200
+    assert data["nic"]["efficiency"] == 0.466 and data["inter_node_bandwidth_Gbps"] == 200
     assert data["peer_bandwidth_GBps"] == 100  # 4 NVLinks x 25 GB/s between a pair
 
 

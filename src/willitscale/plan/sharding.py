@@ -84,18 +84,23 @@ def state_parts(params_dense, params_expert, convention: str, zero, shard_dense,
             f(d.master) + f(d.optimizer) + f(e.master) + f(e.optimizer))
 
 
+def prefetched_gather_exposed(gather, compute, layers):
+    """The part of a layer-by-layer weight all-gather (``gather`` in all, over ``layers``) that
+    ``compute`` does not hide when each layer's gather is prefetched while the layer before it
+    computes. With ``g`` and ``c`` a layer's gather and compute, the pass takes
+    ``g + (L - 1) max(g, c) + c``: exposed ``g`` when ``g <= c``, else ``G - C + c``, i.e.
+    ``max(g, G - C + c)`` (never more than ``G``)."""
+    per_layer = np.maximum(layers, 1.0)
+    return np.maximum(gather / per_layer, gather - compute + compute / per_layer)
+
+
 def zero3_exposed(gather, scatter, fwd_compute, bwd_compute, layers):
     """ZeRO-3 per micro-batch: ``(fwd exposed, bwd exposed)`` with layer-by-layer prefetch."""
-    first = gather / np.maximum(layers, 1.0)
-    fwd = np.maximum(0.0, gather - fwd_compute) + np.minimum(first, gather)
+    fwd = prefetched_gather_exposed(gather, fwd_compute, layers)
     bwd = np.maximum(0.0, gather + scatter - bwd_compute)
     return fwd, bwd
 
 
 def param_gather_exposed(gather, first_forward, layers):
-    """ZeRO-1/2: the updated weights' all-gather left exposed by the next forward's prefetch
-    (the first layer's share, nothing to hide it, plus what outlasts the forward; never more than
-    the all-gather itself)."""
-    exposed = np.maximum(0.0, gather - first_forward) + np.minimum(gather / np.maximum(layers, 1.0),
-                                                                   gather)
-    return np.minimum(exposed, gather)
+    """ZeRO-1/2: the updated weights' all-gather left exposed by the next forward's prefetch."""
+    return prefetched_gather_exposed(gather, first_forward, layers)
