@@ -31,9 +31,9 @@ def _structure(ctx, b):
 def _params(ctx, b, st):
     """Parameters one GPU holds per stage column: (dense, expert, one layer's)."""
     t = ctx.terms
-    if ctx.scenario.model is None:
+    if ctx.scenario.model is None:  # one layer's size needs the layer count: unknown (0)
         dense = np.broadcast_to(np.array([t.total_params, 0.0, 0.0]), st.layers.shape).copy()
-        return dense, np.zeros_like(dense), dense[:, :1]
+        return dense, np.zeros_like(dense), np.zeros_like(dense[:, :1])
     from willitscale.workload.params import embedding_params_per_tp_rank, head_params_per_tp_rank
     from willitscale.workload.params import layer_params_per_tp_rank
 

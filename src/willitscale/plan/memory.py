@@ -12,7 +12,7 @@
   last the LM head's (its fp32 logits). Without a model shape they cannot be computed and the
   estimate says so rather than inventing a number.
 * **Buffers**: with ZeRO-3 the gathered weights of the layer being computed and of the one
-  prefetched (bf16); with pipelining the receive buffers of one forward and one backward
+  prefetched (bf16; unknown without a model shape, like the activations, and left out); with pipelining the receive buffers of one forward and one backward
   message. A plain data-parallel plan is PyTorch DDP: by default
   (``gradient_as_bucket_view=False``) its buckets hold a copy of every gradient, counted here
   (the gradients' bytes once more); ``--gradient-as-bucket-view`` drops it. Model-parallel
