@@ -130,8 +130,11 @@ def print_estimate(est, scenario, *, width: int = DEFAULT_WIDTH, brief: bool = F
     out.print(f"[bold]Estimate[/bold] {escape(scenario_line(scenario))}")
     rate = "" if _data_parallel(est) else (f" · {est.tflops_per_gpu:.0f} TFLOP/s per GPU"
                                            f" ({est.hardware_tflops_per_gpu:.0f} executed)")
+    # HFU below MFU is no slip: a causal FlashAttention kernel skips the masked half of the
+    # attention scores, which MFU (PaLM's convention) counts in full
+    why = " (< MFU: causal)" if est.hfu < est.mfu else ""
     out.print(f"[bold]step {format_time(est.step_time)}[/bold] · {est.tokens_per_s:,.0f} tokens/s"
-              f" · MFU {est.mfu:.3f} · HFU {est.hfu:.3f}{rate}")
+              f" · MFU {est.mfu:.3f} · HFU {est.hfu:.3f}{rate}{why}")
     _breakdown(est, file)
     _communication(est, out)
     _pipeline_and_groups(est, out)
