@@ -31,7 +31,9 @@ def test_text_lanes_place_spans_in_proportion():
     assert compute[36:40] == "[##]"  # too narrow for its "opt" label: a bracketed block
     # both all-reduce buckets merge into one block from 0.3 s (char 12) to 0.9 s (char 36)
     assert comms[:12].strip() == "" and comms[12] == "[" and comms[35] == "]"
-    assert lines[-1].strip().endswith("1.00 s")
+    assert lines[-2].strip().endswith("1.00 s")
+    # the optimizer's block has no room for its label: a legend line says what "#" is
+    assert lines[-1].strip() == "too short to label: # opt"
 
 
 def test_trace_has_one_complete_event_per_span_in_microseconds():

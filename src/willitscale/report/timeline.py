@@ -93,23 +93,30 @@ class Timeline:
         return {"step_time_s": self.step_time, "spans": [s.to_json() for s in self.spans]}
 
 
-def _merged(spans: Sequence[Span], gap: float) -> list[tuple[float, float, str]]:
-    """Adjacent spans of the same kind closer than ``gap`` merge into one block (for display)."""
-    blocks: list[tuple[float, float, str]] = []
+def _label(span: Span) -> str:
+    """A block's text: the kind's, or for micro-batches merged into one span, how many."""
+    n = span.args.get("micro_batches") if span.args else None
+    return f"{n} x fwd+bwd" if n else _LABEL[span.kind]
+
+
+def _merged(spans: Sequence[Span], gap: float) -> list[tuple[float, float, str, str]]:
+    """Adjacent spans of the same kind closer than ``gap`` merge into one block (for display):
+    ``(start, end, kind, label)``."""
+    blocks: list[tuple[float, float, str, str]] = []
     for span in sorted(spans, key=lambda s: s.start):
         if blocks and blocks[-1][2] == span.kind and span.start - blocks[-1][1] <= gap:
-            start, _, kind = blocks[-1]
-            blocks[-1] = (start, max(span.end, blocks[-1][1]), kind)
+            start, end, kind, label = blocks[-1]
+            blocks[-1] = (start, max(span.end, end), kind, label)
         else:
-            blocks.append((span.start, span.end, span.kind))
+            blocks.append((span.start, span.end, span.kind, _label(span)))
     return blocks
 
 
-def _draw(row: list[str], lo: int, hi: int, kind: str) -> None:
+def _draw(row: list[str], lo: int, hi: int, kind: str, label: str) -> bool:
+    """Draw one block; True when it was too narrow for its label (drawn as fill glyphs)."""
     width = hi - lo
     if width <= 0:
-        return
-    label = _LABEL[kind]
+        return False
     if width >= len(label) + 2:
         text = "[" + label.center(width - 2) + "]"
     elif width >= 2:
@@ -117,6 +124,7 @@ def _draw(row: list[str], lo: int, hi: int, kind: str) -> None:
     else:
         text = _FILL[kind]
     row[lo:hi] = list(text)
+    return width < len(label) + 2
 
 
 def render_timeline(timeline: Timeline, *, width: int = 72, lanes: Iterable[str] = LANES) -> str:
@@ -130,15 +138,17 @@ def render_timeline(timeline: Timeline, *, width: int = 72, lanes: Iterable[str]
     total = timeline.step_time
     scale = width / total if total > 0 else 0.0
     lines = []
+    filled: dict[str, None] = {}  # kinds drawn as glyphs, too narrow for a label (in order)
     for lane in lanes:
         spans = [s for s in timeline.lane(lane) if s.duration > 0]
         if not spans:
             continue
         row = [" "] * width
-        for start, end, kind in _merged(spans, gap=0.5 / scale if scale else 0.0):
+        for start, end, kind, label in _merged(spans, gap=0.5 / scale if scale else 0.0):
             lo = min(width - 1, int(start * scale + 0.5))
             hi = max(lo + 1, min(width, int(end * scale + 0.5)))
-            _draw(row, lo, hi, kind)
+            if _draw(row, lo, hi, kind, label):
+                filled[kind] = None
         lines.append(f"{lane:<8}{''.join(row).rstrip()}")
     axis = "-" * (width - 6) + "> time"
     lines.append(f"{'':<8}{axis}")
@@ -146,4 +156,10 @@ def render_timeline(timeline: Timeline, *, width: int = 72, lanes: Iterable[str]
 
     left, right = "0", format_time(total)
     lines.append(f"{'':<8}{left}{right.rjust(width - len(left))}")
+    if filled:
+        glyphs = {}
+        for kind in filled:
+            glyphs.setdefault(_FILL[kind], []).append(_LABEL[kind])
+        legend = ", ".join(f"{g} {'/'.join(names)}" for g, names in glyphs.items())
+        lines.append(f"{'':<8}too short to label: {legend}")
     return "\n".join(lines)
