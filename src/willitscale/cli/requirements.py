@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         return "-" if x is None else f"{x:,.0f}"
 
     compact_table(
-        f"Least bandwidth for exposed communication <= {args.max_exposed_share:.0%} of the step",
+        f"Least bandwidth for exposed communication <= {args.max_exposed_share * 100:.3g}% of the step",
         (("params", ""), ("nodes", ""), ("link", ""), ("now", "Gb/s"), ("needed", "Gb/s"),
          ("comms<=", "compute"), ("comms<=", "backward"), ("article", "rule"),
          ("exposed", "now"), ("enough", "")),
