@@ -19,6 +19,7 @@ import os
 import socket
 import sqlite3
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -196,24 +197,41 @@ class Store:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path is not None else store_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
-                                       isolation_level=None)
-            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            fstype = filesystem_type(self.path.parent, _local_mounts())
-            self.journal_mode = journal_mode_for(fstype)
-            if self.journal_mode != "WAL":
-                _note_rollback_journal(self.path, fstype)
-            self._db.execute(f"PRAGMA journal_mode = {self.journal_mode}")
-            self._db.execute("PRAGMA synchronous = NORMAL")
-            with self._write():
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        self._db.execute(statement)
-                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
-                                 (str(SCHEMA_VERSION),))
-        except sqlite3.DatabaseError as exc:
-            raise ConfigError(f"results store {self.path}: {exc}") from None
+        fstype = filesystem_type(self.path.parent, _local_mounts())
+        self.journal_mode = journal_mode_for(fstype)
+        if self.journal_mode != "WAL":
+            _note_rollback_journal(self.path, fstype)
+        # opening can meet a lock SQLite does not wait on (switching a new file to WAL while
+        # another process creates it; recovering the WAL index after a writer was killed):
+        # retry it like any other busy wait
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            db = None
+            try:
+                db = self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
+                                                isolation_level=None)
+                self._open()
+                return
+            except sqlite3.OperationalError as exc:
+                if db is not None:
+                    db.close()
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise ConfigError(f"results store {self.path}: {exc}") from None
+                time.sleep(0.05)
+            except sqlite3.DatabaseError as exc:
+                raise ConfigError(f"results store {self.path}: {exc}") from None
+
+    def _open(self) -> None:
+        """Journal mode and schema: idempotent, so a second opener changes nothing."""
+        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self._db.execute(f"PRAGMA journal_mode = {self.journal_mode}")
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        with self._write():
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    self._db.execute(statement)
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+                             (str(SCHEMA_VERSION),))
 
     # -- lifecycle -----------------------------------------------------------------------
 
