@@ -90,10 +90,16 @@ def _checked(num: float, field: str, value: object, quantity: str, expected: str
     return _finite(num, field, value, expected)
 
 
-def parse_size(value: str | float | int, *, field: str = "size") -> float:
-    """Bytes from ``"80GiB"``, ``"1.4GB"``, ``"97.5 MB"``, ``"2560Gb"`` (bits) or a bare byte count."""
+def parse_size(value: str | float | int, *, field: str = "size", unit_required: bool = False) -> float:
+    """Bytes from ``"80GiB"``, ``"1.4GB"``, ``"97.5 MB"``, ``"2560Gb"`` (bits) or a bare byte count.
+
+    ``unit_required``: a bare non-zero number in a string (``"80"``, from a flag whose name does
+    not say bytes) is an error, not 80 bytes: ``--gpu-memory 80`` means 80 GB to its writer."""
     expected = "a size such as 1.4GB, 80GiB, 512MiB or a number of bytes"
     text = _text_of(value, field, expected)
+    if unit_required and isinstance(value, str) and _is_number(text) and not _is_zero(text):
+        raise ConfigError(field, value, "a size with a unit, such as 80GB, 80GiB or 25MiB "
+                                        "(a bare number is ambiguous: B = byte, b = bit)")
     m = _SIZE_RE.match(text)
     if not m:
         raise ConfigError(field, value, expected)

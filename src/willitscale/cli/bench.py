@@ -106,9 +106,17 @@ def run(kind: str, args: argparse.Namespace) -> int:
     from willitscale.bench.dist import import_torch
     from willitscale.bench.launch import LaunchSpec, launch
 
-    import_torch()
+    if kind == "collectives":
+        from willitscale.bench.sweep import sweep_end_note
+
+        o = job.options
+        note = sweep_end_note(o.min_bytes, o.max_bytes, factor=o.factor, step_bytes=o.step_bytes)
+        if note:
+            print(note, file=sys.stderr)
+
     spec = LaunchSpec.from_env(nproc=args.nproc, nnodes=args.nnodes, node_rank=args.node_rank,
                                master_addr=args.master_addr, master_port=args.master_port)
+    import_torch()
     code = launch(kind, job.to_json(), spec)
     if code not in (0, 130):
         print(f"error: the benchmark failed (a rank exited with status {code}; its message is "

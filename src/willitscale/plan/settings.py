@@ -66,6 +66,11 @@ def _float(value: Any, *, field: str) -> float:
         raise ConfigError(field, value, "a number") from None
 
 
+def _size_with_unit(value: Any, *, field: str) -> float:
+    """A size whose key does not say bytes: ``"25"`` is an error (25 MB? MiB?), ``"25MiB"`` not."""
+    return parse_size(value, field=field, unit_required=True)
+
+
 def _str(value: Any, *, field: str) -> str:
     if not isinstance(value, str):
         raise ConfigError(field, value, "a string")
@@ -129,8 +134,8 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "allow_tp_across_nodes": ("parallel", _bool),
     # ddp
     "overlap": ("ddp", _bool),
-    "bucket_cap": ("ddp", parse_size),
-    "first_bucket": ("ddp", parse_size),
+    "bucket_cap": ("ddp", _size_with_unit),
+    "first_bucket": ("ddp", _size_with_unit),
     "grad_reduce_dtype": ("ddp", _str),
     "overlap_slowdown": ("ddp", _float),
     "gradient_as_bucket_view": ("ddp", _bool),
@@ -141,7 +146,7 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     # measurements
     "step_time_one_gpu": ("measured", parse_time),
     "allreduce_time": ("measured", parse_time),
-    "allreduce_size": ("measured", parse_size),
+    "allreduce_size": ("measured", _size_with_unit),
     # calibration file
     "calibration": ("", _str),
     # network model: the analytic alpha-beta model or the flow simulator (docs/fabric.md)
