@@ -163,10 +163,11 @@ class Table:
         return [Table(item, f"{self.where}.{key}[{i}]") for i, item in enumerate(raw)]
 
     def quantity(self, name: str, parse: Callable[..., float], unit_keys: Mapping[str, float],
-                 default: Any = MISSING) -> float:
+                 default: Any = MISSING, *, positive: bool = False) -> float:
         """A quantity given either as ``name = "<string with unit>"`` or as one of
         ``unit_keys`` (``{"memory_GiB": 2**30, "memory_bytes": 1}``: the key's unit in its name).
-        Exactly one of the spellings may be present.
+        Exactly one of the spellings may be present. ``positive``: 0 is refused too (``parse``
+        then takes ``positive=True``).
         """
         present = [k for k in (name, *unit_keys) if k in self._data]
         if len(present) > 1:
@@ -179,8 +180,9 @@ class Table:
             return default
         key = present[0]
         if key == name:
-            return self.get(key, lambda v: parse(v, field=self._field(key)), "a quantity with a unit")
-        return self.float(key, min=0) * unit_keys[key]
+            extra = {"positive": True} if positive else {}
+            return self.get(key, lambda v: parse(v, field=self._field(key), **extra), "a quantity with a unit")
+        return (self.float(key, positive=True) if positive else self.float(key, min=0)) * unit_keys[key]
 
     # -- finish --------------------------------------------------------------------------
 

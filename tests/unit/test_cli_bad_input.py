@@ -171,3 +171,49 @@ def test_sizes_keep_accepting_zero_and_units():
     assert parse_size("25MiB", unit_required=True) == 25 * 2**20
     assert parse_size(80e9, unit_required=True) == 80e9  # a number in code is bytes (SI)
     assert parse_size("80") == 80  # without the flag: bytes, as nccl-tests' -b/-e read them
+
+
+# ------------------------------------------------ items 8-9: order and naming of errors
+def test_width_checked_before_the_estimate(cli):
+    code, out, err = cli("estimate", "--model", "gpt2-xl", "--gpu", "a100", "--nodes", "4",
+                         "--seq-len", "1024", "--width", "0")
+    assert out == ""  # nothing printed before the error (it used to print the whole estimate)
+    _one_line_error(code, err, "--width", "= 0", "at least 20")
+
+
+def test_model_without_a_name_is_a_usage_message(cli):
+    line = _one_line_error(*cli("model")[::2], "NAME", "--list")
+    assert "None" not in line
+
+
+def test_unknown_name_plural():
+    from willitscale.errors import UnknownNameError
+
+    assert "known catalog entries:" in str(UnknownNameError("catalog entry", "zzzz", ["a100"]))
+    assert "known gpus:" in str(UnknownNameError("gpu", "zzzz", ["a100"]))
+
+
+@pytest.mark.parametrize("flag, value, quantity", [
+    ("--params", "-7B", "a count > 0"), ("--params", "0", "a count > 0"),
+    ("--allreduce-time", "-1s", "a time > 0"), ("--allreduce-time", "0", "a time > 0"),
+])
+def test_bounds_say_greater_than_zero_where_zero_is_refused(cli, flag, value, quantity):
+    base = ("--model", "gpt2") if flag != "--params" else ()
+    _one_line_error(*cli("estimate", *base, f"{flag}={value}", "--gpu", "h100", "--seq-len",
+                         "1024")[::2], flag, repr(value), quantity)
+
+
+def test_scenario_hfu_names_the_file_and_key(cli, tmp_path):
+    path = tmp_path / "nanhfu.toml"
+    path.write_text('[model]\nname = "gpt2"\n[cluster]\ngpu = "a100"\nnodes = 1\n'
+                    '[training]\nseq_len = 1024\nhfu = nan\n')
+    line = _one_line_error(*cli("estimate", str(path))[::2], "nanhfu.toml", "hfu", "nan", "(0, 1]")
+    assert "--hfu" not in line
+
+
+def test_catalog_memory_zero_names_the_file_and_key(tmp_path):
+    from willitscale.config import Table
+    from willitscale.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"cat\.toml: memory_GiB = 0 is not valid: expected a number > 0"):
+        Table({"memory_GiB": 0}, "cat.toml").quantity("memory", float, {"memory_GiB": 2**30}, positive=True)

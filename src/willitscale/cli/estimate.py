@@ -114,6 +114,9 @@ def run(args: argparse.Namespace) -> int:
     from willitscale.cli.output import print_json
     from willitscale.plan.estimate import estimate
 
+    from willitscale.report.timeline import check_width
+
+    check_width(args.width, "--width")  # before the work, not after the output
     try:
         scenario = _scenario_or_verdict(settings_from_args(args))
         est = estimate(scenario)

@@ -71,6 +71,18 @@ def _size_with_unit(value: Any, *, field: str) -> float:
     return parse_size(value, field=field, unit_required=True)
 
 
+def _positive_size(value: Any, *, field: str) -> float:
+    return parse_size(value, field=field, unit_required=True, positive=True)
+
+
+def _fraction(value: Any, *, field: str) -> float:
+    """A share such as hfu, mfu or memory_fraction: 0 < x <= 1 (NaN is not one)."""
+    number = _float(value, field=field)
+    if not 0 < number <= 1:  # False for NaN too
+        raise ConfigError(field, value, "a fraction in (0, 1]")
+    return number
+
+
 def _str(value: Any, *, field: str) -> str:
     if not isinstance(value, str):
         raise ConfigError(field, value, "a string")
@@ -94,7 +106,11 @@ def _link(value: Any, *, field: str) -> str:
 
 
 def _count(value: Any, *, field: str) -> float:
-    return parse_count(value, field=field)
+    return parse_count(value, field=field, positive=True)
+
+
+def _positive_time(value: Any, *, field: str) -> float:
+    return parse_time(value, field=field, positive=True)
 
 
 SETTINGS: Mapping[str, tuple[str, Any]] = {
@@ -116,10 +132,10 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "grad_accum": ("training", _int),
     "recompute": ("training", _str),
     "dtype": ("training", _str),
-    "hfu": ("training", _float),
-    "mfu": ("training", _float),
+    "hfu": ("training", _fraction),
+    "mfu": ("training", _fraction),
     "memory_convention": ("training", _str),
-    "memory_fraction": ("training", _float),
+    "memory_fraction": ("training", _fraction),
     "optimizer": ("training", _str),
     # parallel
     "dp": ("parallel", _int), "tp": ("parallel", _int), "pp": ("parallel", _int),
@@ -144,9 +160,9 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "storage_bandwidth": ("data", parse_bandwidth),
     "data_overlapped": ("data", _bool),
     # measurements
-    "step_time_one_gpu": ("measured", parse_time),
-    "allreduce_time": ("measured", parse_time),
-    "allreduce_size": ("measured", _size_with_unit),
+    "step_time_one_gpu": ("measured", _positive_time),
+    "allreduce_time": ("measured", _positive_time),
+    "allreduce_size": ("measured", _positive_size),
     # calibration file
     "calibration": ("", _str),
     # network model: the analytic alpha-beta model or the flow simulator (docs/fabric.md)
