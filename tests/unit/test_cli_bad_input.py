@@ -217,3 +217,32 @@ def test_catalog_memory_zero_names_the_file_and_key(tmp_path):
 
     with pytest.raises(ConfigError, match=r"cat\.toml: memory_GiB = 0 is not valid: expected a number > 0"):
         Table({"memory_GiB": 0}, "cat.toml").quantity("memory", float, {"memory_GiB": 2**30}, positive=True)
+
+
+# ------------------------------------------- item 11: output paths never make parent chains
+@pytest.mark.parametrize("argv, field", [
+    (("estimate", "--model", "gpt2", "--gpu", "a100", "--seq-len", "1024", "--trace", "{missing}/y.json"),
+     "--trace"),
+    (("report", "--model", "gpt2", "--gpu", "a100", "--seq-len", "1024", "--html", "{missing}/x.html"),
+     "--html"),
+    (("fabric", "build", "fat-tree", "--k", "4", "--save", "{missing}/ft.json"), "--save"),
+    (("scale", "--model", "gpt2", "--gpu", "a100", "--seq-len", "1024", "--nodes", "1,2",
+      "--plot", "{missing}/figs"), "--plot"),
+])
+def test_output_path_in_a_missing_directory(cli, tmp_path, argv, field):
+    missing = tmp_path / "no" / "such"
+    code, out, err = cli(*(a.format(missing=missing) for a in argv))
+    _one_line_error(code, err, field, f"directory {missing} does not exist")
+    assert not (tmp_path / "no").exists()  # nothing created
+    assert out == ""  # checked before any work
+
+
+def test_plot_creates_its_own_directory_only(tmp_path):
+    from willitscale.cli.paths import output_directory
+
+    assert output_directory("--plot")(str(tmp_path / "figs")) == str(tmp_path / "figs")  # parent exists
+    (tmp_path / "file").write_text("")
+    from willitscale.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="not a file"):
+        output_directory("--plot")(str(tmp_path / "file"))

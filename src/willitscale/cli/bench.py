@@ -81,7 +81,9 @@ def register(subparsers) -> None:
         out.add_argument("--label", default="", help="a note stored with the run")
         out.add_argument("--no-store", action="store_true", help="do not keep the run in the store")
         if kind == "collectives":
-            out.add_argument("--plot", metavar="DIR",
+            from willitscale.cli.paths import output_directory
+
+            out.add_argument("--plot", metavar="DIR", type=output_directory("--plot"),
                              help="also draw busbw vs message size, measured and predicted (the "
                                   "latest calibration, else the catalog), as PNG and SVG into DIR "
                                   "(needs matplotlib: pip install 'willitscale[plot]')")

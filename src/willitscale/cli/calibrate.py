@@ -14,6 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from willitscale.cli.paths import output_file
+
 __all__ = ["register"]
 
 
@@ -28,7 +30,7 @@ def register(subparsers) -> None:
                                   "cluster.toml"))
     p.add_argument("run_ids", type=int, nargs="*", metavar="RUN_ID",
                    help="stored runs to fit (default: the latest run)")
-    p.add_argument("-o", "--output", default=None,
+    p.add_argument("-o", "--output", default=None, type=output_file("--output"),
                    help="calibration file to write (default: in $WILLITSCALE_HOME/calibrations/)")
     p.add_argument("--op", default=None, help="collective to fit the links to (default all_reduce)")
     p.add_argument("--gpu", default=None,
@@ -90,7 +92,6 @@ def run(args: argparse.Namespace) -> int:
         cal, notes = calibrate(runs, created=created, op=args.op, gpu=args.gpu)
         path = Path(args.output) if args.output else _default_path(created)
         text = cal.to_toml()
-        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         store.add_calibration(path=str(path.resolve()), runs=cal.runs, toml=text)
     if args.json:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from willitscale.cli.paths import output_file
 from willitscale.cli.plot_flag import add_plot_flag
 from willitscale.errors import ConfigError
 
@@ -41,7 +42,7 @@ def register(subparsers) -> None:
                                        "--save ft.json"))
     b.add_argument("kind", choices=KINDS)
     _topology_args(b)
-    b.add_argument("--save", metavar="FILE", help="write the topology spec as JSON (for show / --topology-file)")
+    b.add_argument("--save", metavar="FILE", type=output_file("--save"), help="write the topology spec as JSON (for show / --topology-file)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(run=run_build)
     s = sub.add_parser("show", help="show a saved topology (from build --save)",
