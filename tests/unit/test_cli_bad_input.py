@@ -246,3 +246,10 @@ def test_plot_creates_its_own_directory_only(tmp_path):
 
     with pytest.raises(ConfigError, match="not a file"):
         output_directory("--plot")(str(tmp_path / "file"))
+
+
+# ------------------------------------------------------ item 12: plan --ep on a dense model
+def test_plan_expert_parallel_on_a_dense_model(cli):
+    # estimate says it up front; plan listed "ep_needs_moe" rejections, then "No plan fits"
+    _one_line_error(*cli(*PLAN, "--gpus", "16", "--ep", "2")[::2], "--ep", "'2'",
+                    "mixture-of-experts", "llama3-8b")

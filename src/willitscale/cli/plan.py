@@ -160,6 +160,10 @@ def run(args: argparse.Namespace) -> int:
     base = planning_settings(settings, args.gpus)
     scenario = scenario_for(settings, args.gpus)
     space = space_from_args(args, scenario.memory_fraction)
+    model = scenario.model
+    if model is not None and not model.moe_experts and any(e > 1 for e in space.ep or ()):
+        raise ConfigError("--ep", args.ep, f"1: expert parallelism needs a mixture-of-experts model "
+                                           f"and {model.name} is dense (no experts)")
     gpus = scenario.cluster.gpus
     with _progress(args) as progress:
         result = search(scenario, gpus=gpus, global_batch=settings["global_batch"], space=space,
