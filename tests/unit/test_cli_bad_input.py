@@ -253,3 +253,53 @@ def test_plan_expert_parallel_on_a_dense_model(cli):
     # estimate says it up front; plan listed "ep_needs_moe" rejections, then "No plan fits"
     _one_line_error(*cli(*PLAN, "--gpus", "16", "--ep", "2")[::2], "--ep", "'2'",
                     "mixture-of-experts", "llama3-8b")
+
+
+# -------------------------------------------- item 14: calibrate picks a run it can fit
+def _failed_run(kind="matmul") -> int:
+    from willitscale.bench.store import Store
+
+    with Store() as store:
+        run = store.start_run(kind, options={}, environment={"world_size": 1, "nodes": 1,
+                                                             "ranks_per_node": 1})
+        store.finish_run(run, "failed")
+    return run
+
+
+def test_calibrate_passes_over_a_failed_latest_run(cli):
+    from willitscale.bench.records import CollectiveRow
+    from willitscale.bench.store import Store
+    from willitscale.collectives.ops import Op
+
+    env = {"world_size": 2, "nodes": 2, "ranks_per_node": 1, "backend": "gloo", "devices": ["cpu"],
+           "emulated": {"uplink_Bps": 25e6}}
+    with Store() as store:  # two ranks, one per node: ring all-reduce t = 2 alpha + S / B
+        good = store.start_run("collectives", options={}, environment=env)
+        for i, size in enumerate((4e6, 8e6)):
+            store.add_row(good, i, CollectiveRow(
+                op=Op.ALL_REDUCE, size_bytes=int(size), count=int(size) // 4, dtype="float32",
+                redop="sum", root=-1, in_place=False, ranks=2, time=2e-3 + size / 23.5e6,
+                wrong=0).to_json())
+        store.finish_run(good, "complete")
+    failed = _failed_run()
+    code, out, err = cli("calibrate", "--json")
+    assert code == 0, err
+    assert f"note: calibrating run {good}" in err and f"run {failed} (matmul) is failed" in err
+
+
+def test_calibrate_with_only_failed_runs_names_the_latest(cli):
+    _failed_run()
+    failed = _failed_run()
+    _one_line_error(*cli("calibrate")[::2], f"run {failed} (matmul)", "failed with 0 rows",
+                    "willitscale results list")
+
+
+def test_nothing_to_fit_says_why():
+    from willitscale.calibrate.build import calibrate
+    from willitscale.calibrate.runs import run_from_environment
+    from willitscale.errors import ConfigError
+
+    run = run_from_environment({"world_size": 1, "nodes": 1, "ranks_per_node": 1}, kind="matmul", id=7)
+    with pytest.raises(ConfigError) as info:
+        calibrate([run], created="now")
+    assert "notes: )" not in str(info.value) and "()" not in str(info.value)
