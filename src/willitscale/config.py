@@ -40,6 +40,12 @@ def load_toml(path: str | Path) -> dict[str, Any]:
             return tomllib.load(f)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a TOML file") from None
+    except PermissionError:
+        raise ConfigError(f"{path}: not readable (permission denied)") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not valid TOML (not UTF-8 text)") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
@@ -157,10 +163,11 @@ class Table:
         return [Table(item, f"{self.where}.{key}[{i}]") for i, item in enumerate(raw)]
 
     def quantity(self, name: str, parse: Callable[..., float], unit_keys: Mapping[str, float],
-                 default: Any = MISSING) -> float:
+                 default: Any = MISSING, *, positive: bool = False) -> float:
         """A quantity given either as ``name = "<string with unit>"`` or as one of
         ``unit_keys`` (``{"memory_GiB": 2**30, "memory_bytes": 1}``: the key's unit in its name).
-        Exactly one of the spellings may be present.
+        Exactly one of the spellings may be present. ``positive``: 0 is refused too (``parse``
+        then takes ``positive=True``).
         """
         present = [k for k in (name, *unit_keys) if k in self._data]
         if len(present) > 1:
@@ -173,8 +180,9 @@ class Table:
             return default
         key = present[0]
         if key == name:
-            return self.get(key, lambda v: parse(v, field=self._field(key)), "a quantity with a unit")
-        return self.float(key, min=0) * unit_keys[key]
+            extra = {"positive": True} if positive else {}
+            return self.get(key, lambda v: parse(v, field=self._field(key), **extra), "a quantity with a unit")
+        return (self.float(key, positive=True) if positive else self.float(key, min=0)) * unit_keys[key]
 
     # -- finish --------------------------------------------------------------------------
 

@@ -68,7 +68,8 @@ class UnknownNameError(ConfigError):
             hint = "did you mean " + ", ".join(suggestions) + "?"
         else:
             shown = ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
-            hint = f"known {kind}s: {shown}"
+            plural = kind[:-1] + "ies" if kind.endswith("y") else kind + "s"  # entry -> entries
+            hint = f"known {plural}: {shown}"
         super().__init__(f"unknown {kind} {name!r}: {hint}")
 
 

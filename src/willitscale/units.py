@@ -83,17 +83,26 @@ def _text_of(value: object, field: str, expected: str) -> str:
     return str(value).strip()
 
 
-def _checked(num: float, field: str, value: object, quantity: str, expected: str) -> float:
-    """``num`` if it is a finite quantity >= 0, else the error naming the field."""
-    if num < 0:
-        raise ConfigError(field, value, f"{quantity} >= 0")
+def _checked(num: float, field: str, value: object, quantity: str, expected: str,
+             positive: bool = False) -> float:
+    """``num`` if it is a finite quantity >= 0 (> 0 when ``positive``), else the error naming
+    the field and the bound that holds (``> 0`` where 0 is refused too)."""
+    if num < 0 or (positive and num == 0):
+        raise ConfigError(field, value, f"{quantity} {'> 0' if positive else '>= 0'}")
     return _finite(num, field, value, expected)
 
 
-def parse_size(value: str | float | int, *, field: str = "size") -> float:
-    """Bytes from ``"80GiB"``, ``"1.4GB"``, ``"97.5 MB"``, ``"2560Gb"`` (bits) or a bare byte count."""
+def parse_size(value: str | float | int, *, field: str = "size", unit_required: bool = False,
+               positive: bool = False) -> float:
+    """Bytes from ``"80GiB"``, ``"1.4GB"``, ``"97.5 MB"``, ``"2560Gb"`` (bits) or a bare byte count.
+
+    ``unit_required``: a bare non-zero number in a string (``"80"``, from a flag whose name does
+    not say bytes) is an error, not 80 bytes: ``--gpu-memory 80`` means 80 GB to its writer."""
     expected = "a size such as 1.4GB, 80GiB, 512MiB or a number of bytes"
     text = _text_of(value, field, expected)
+    if unit_required and isinstance(value, str) and _is_number(text) and not _is_zero(text):
+        raise ConfigError(field, value, "a size with a unit, such as 80GB, 80GiB or 25MiB "
+                                        "(a bare number is ambiguous: B = byte, b = bit)")
     m = _SIZE_RE.match(text)
     if not m:
         raise ConfigError(field, value, expected)
@@ -101,7 +110,7 @@ def parse_size(value: str | float | int, *, field: str = "size") -> float:
     unit = m["unit"] or "B"
     if unit.startswith("b"):  # b, bit, bits
         num /= BITS_PER_BYTE
-    return _checked(num, field, value, "a size", expected)
+    return _checked(num, field, value, "a size", expected, positive)
 
 
 def parse_bandwidth(value: str | float | int, *, field: str = "bandwidth") -> float:
@@ -128,18 +137,18 @@ def parse_bandwidth(value: str | float | int, *, field: str = "bandwidth") -> fl
     return _checked(num, field, value, "a bandwidth", expected)
 
 
-def parse_time(value: str | float | int, *, field: str = "time") -> float:
+def parse_time(value: str | float | int, *, field: str = "time", positive: bool = False) -> float:
     """Seconds from ``"2us"``, ``"1.5 ms"``, ``"0.42s"``, ``"1 week"``; a bare ``0`` is zero."""
     expected = "a time with a unit, such as 2us, 1.5ms, 0.4s or 1week"
     text = _text_of(value, field, expected)
     if _is_zero(text):
-        return 0.0
+        return _checked(0.0, field, value, "a time", expected, positive)
     m = _TIME_RE.match(text)
     if not m or m["unit"] not in _TIME_UNITS:
         hint = " (a bare number is ambiguous: add a unit)" if _is_number(text) else ""
         raise ConfigError(field, value, expected + hint)
     num = float(m["num"]) * _TIME_UNITS[m["unit"]]
-    return _checked(num, field, value, "a time", expected)
+    return _checked(num, field, value, "a time", expected, positive)
 
 
 def parse_flop_rate(value: str | float | int, *, field: str = "flop_rate") -> float:
@@ -153,7 +162,7 @@ def parse_flop_rate(value: str | float | int, *, field: str = "flop_rate") -> fl
     return _checked(num, field, value, "a FLOP rate", expected)
 
 
-def parse_count(value: str | float | int, *, field: str = "count") -> float:
+def parse_count(value: str | float | int, *, field: str = "count", positive: bool = False) -> float:
     """A plain count from ``"2e9"``, ``"175B"`` (billion), ``"7M"``, ``"1.5T"``."""
     expected = "a count such as 2e9, 175B (billion), 7M or 1.5T"
     text = _text_of(value, field, expected)
@@ -161,7 +170,7 @@ def parse_count(value: str | float | int, *, field: str = "count") -> float:
     if not m:
         raise ConfigError(field, value, expected)
     num = float(m["num"]) * _COUNT_SUFFIX[m["suffix"]]
-    return _checked(num, field, value, "a count", expected)
+    return _checked(num, field, value, "a count", expected, positive)
 
 
 def parse_ports(value: str, *, field: str = "ports") -> tuple[int, float]:

@@ -17,9 +17,9 @@ A100 = {"gpu": "a100-80gb", "gpus_per_node": 8, "seq_len": 2048, "hfu": 0.5}
 # -- A4: bucket caps ---------------------------------------------------------------------------
 
 def test_a_tiny_bucket_cap_is_a_clear_error(cli):
-    # --bucket-cap 1 raised MemoryError (1 byte buckets: 8e9 of them for 2B fp32 gradients)
+    # --bucket-cap 1B raised MemoryError (1 byte buckets: 8e9 of them for 2B fp32 gradients)
     code, _, err = cli("estimate", "--params", "2e9", "--gpu", "a100-80gb", "--seq-len", "2048",
-                       "--bucket-cap", "1")
+                       "--bucket-cap", "1B")
     assert code == 2 and "bucket_cap" in err and "64 KiB" in err
 
 

@@ -168,3 +168,23 @@ def test_rail_label_says_how_many_local_gpus_a_group_has_per_node():
                                    "seq_len": 2048, "hfu": 0.5}), allow_oom=True)
     pp = next(r for r in est.placement if r["parallelism"] == "pp")
     assert "same local GPU on every node: stays on its rail" in pp["where"]
+
+
+def test_exact_placement_memory_grows_with_the_ranks_not_their_square():
+    # 8,191 nodes (a prime) x 8 GPUs, dp 8,191 x pp 8: the dp groups cut the node boundary, so
+    # every rank is placed. A dense groups x nodes table for the 65,528 one-rank tp groups would
+    # be 65,528 x 8,191 x 8 B = 4.3 GB (8,191 nodes took 9 GB before); counted sparsely the peak
+    # stays near a dozen 65,528-element int64 arrays (~6 MB)
+    import tracemalloc
+
+    from willitscale.plan.placement import AXES, _exact
+
+    tracemalloc.start()
+    exact = _exact((1, 1, 1, 8191, 8), AXES, 8)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 100e6
+    # dp group of stage 1 = ranks 8,191..16,381 = nodes 1,023..2,047: 1,025 nodes, full ones
+    # holding 8 members (stage 0: ranks 0..8,190 on 1,024 nodes)
+    size, per_node, nodes, _, _ = exact["dp"]
+    assert (size, per_node, nodes) == (8191, 8, 1025)

@@ -47,8 +47,10 @@ def test_trace_has_one_complete_event_per_span_in_microseconds():
 
 
 def test_trace_file_is_valid_json(tmp_path):
-    path = write_chrome_trace(_step(), tmp_path / "t" / "step.json")
+    path = write_chrome_trace(_step(), tmp_path / "step.json")
     assert json.loads(path.read_text())["displayTimeUnit"] == "ms"
+    with pytest.raises(ConfigError, match="does not exist"):  # no directory made for a typo
+        write_chrome_trace(_step(), tmp_path / "t" / "step.json")
 
 
 def test_spans_are_validated():

@@ -56,6 +56,9 @@ class LaunchSpec:
             raise ConfigError("nnodes", self.nnodes, "an integer >= 1")
         if not 0 <= self.node_rank < self.nnodes:
             raise ConfigError("node_rank", self.node_rank, f"between 0 and nnodes - 1 = {self.nnodes - 1}")
+        if not 0 <= self.master_port <= 65535:
+            raise ConfigError("master_port", self.master_port, "a TCP port, 1..65535 (0 or unset: "
+                              "a free one, single node only)")
         if self.nnodes > 1 and self.master_port == 0:
             raise ConfigError("master_port", 0, "the port node 0 listens on (every node must "
                               "be given the same --master-port or MASTER_PORT)")
@@ -77,7 +80,8 @@ class LaunchSpec:
             raw = env.get(LAUNCH_ENVS[name])
             return int(raw) if raw is not None else default
 
-        return cls(nproc=pick(nproc, "nproc", None) or _default_nproc(),
+        given = pick(nproc, "nproc", None)  # 0 is an error, not "the default"
+        return cls(nproc=given if given is not None else _default_nproc(),
                    nnodes=pick(nnodes, "nnodes", 1), node_rank=pick(node_rank, "node_rank", 0),
                    master_addr=master_addr or env.get("MASTER_ADDR", "127.0.0.1"),
                    master_port=master_port if master_port is not None

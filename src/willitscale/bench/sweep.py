@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from willitscale.collectives.ops import Op
 from willitscale.errors import ConfigError
 
-__all__ = ["sweep_sizes", "CollectiveShape", "collective_shape", "MAX_SWEEP_POINTS"]
+__all__ = ["sweep_sizes", "sweep_end_note", "CollectiveShape", "collective_shape", "MAX_SWEEP_POINTS"]
 
 #: A sweep longer than this is almost certainly a mistake (``-f 1`` with a tiny step).
 MAX_SWEEP_POINTS = 10_000
@@ -51,6 +51,22 @@ def sweep_sizes(min_bytes: int, max_bytes: int, *, factor: float | None = 2.0,
         if factor is not None and max_bytes == min_bytes:
             break
     return sizes
+
+
+def sweep_end_note(min_bytes: int, max_bytes: int, *, factor: float | None = 2.0,
+                   step_bytes: int | None = None) -> str | None:
+    """A note when the sweep's last size falls short of ``max_bytes`` (``-b 1KB -e 1MB`` doubles
+    1,000 B up to 512,000 B: the next size, 1,024,000 B, is past 1 MB), else None. The sizes are
+    nccl-tests'; the note is there because its users expect ``-e`` to be the last row."""
+    from willitscale.units import format_size
+
+    sizes = sweep_sizes(min_bytes, max_bytes, factor=factor, step_bytes=step_bytes)
+    if sizes[-1] >= max_bytes:
+        return None
+    how = f"x{factor:g}" if factor is not None else f"+{step_bytes:,} B"
+    return (f"note: the last size is {format_size(sizes[-1])} ({sizes[-1]:,} B), below -e "
+            f"{format_size(max_bytes)} ({max_bytes:,} B): sizes go {how} from -b; give -e as one "
+            "of them (e.g. -b 1KiB -e 1MiB) to measure it")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,7 +16,7 @@ from typing import Any
 from willitscale.bench.options import DTYPES
 from willitscale.bench.sweep import CollectiveShape
 from willitscale.collectives.ops import Op
-from willitscale.errors import ConfigError
+from willitscale.errors import BenchmarkError, ConfigError
 
 __all__ = ["Buffers", "make_buffers", "pattern_modulus", "fill_and_expect", "count_wrong",
            "buffer_modes"]
@@ -68,7 +68,27 @@ def _torch_dtype(torch, name: str):
 
 def make_buffers(ctx, shape: CollectiveShape, dtype: str, *, in_place: bool, redop: str,
                  root: int) -> Buffers:
-    """Zero-filled buffers for ``shape`` and a closure issuing the collective once."""
+    """Zero-filled buffers for ``shape`` and a closure issuing the collective once; a size the
+    device cannot hold is a :class:`BenchmarkError` naming it (``-b 1TB``), not a traceback."""
+    try:
+        return _make_buffers(ctx, shape, dtype, in_place=in_place, redop=redop, root=root)
+    except (MemoryError, RuntimeError) as exc:
+        if not isinstance(exc, MemoryError) and not any(
+                w in str(exc).lower() for w in ("alloc", "out of memory")):
+            raise
+        raise BenchmarkError(cannot_allocate(ctx, shape)) from None
+
+
+def cannot_allocate(ctx, shape: CollectiveShape) -> str:
+    """One line: the collective and size whose buffers do not fit, and what to change."""
+    from willitscale.units import format_size
+
+    return (f"{shape.op.value} of {format_size(shape.size_bytes)}: cannot allocate its buffers "
+            f"({shape.size_bytes:,} bytes each) on {ctx.device_name}; give a smaller -e/--maxbytes")
+
+
+def _make_buffers(ctx, shape: CollectiveShape, dtype: str, *, in_place: bool, redop: str,
+                  root: int) -> Buffers:
     torch, dist = ctx.torch, ctx.torch.distributed
     td, dev = _torch_dtype(torch, dtype), ctx.device
     n, r, op = ctx.world_size, ctx.rank, shape.op

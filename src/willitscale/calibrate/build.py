@@ -22,9 +22,11 @@ def calibrate(runs: Sequence[MeasuredRun], *, created: str, op: str | None = Non
     links, link_notes = link_calibrations(runs, op=op)
     compute, compute_notes = compute_calibrations(runs, gpu=gpu)
     if not links and not compute:
+        notes = link_notes + compute_notes
+        why = "; ".join(notes) if notes else "; ".join(
+            f"run {r.id} ({r.kind}) has {len(r.rows)} rows" for r in runs)
         raise ConfigError("runs", [r.id for r in runs],
-                          "runs with something to fit: collective sweeps, matmul or train runs "
-                          "(notes: " + "; ".join(link_notes + compute_notes) + ")")
+                          f"runs with something to fit: collective sweeps, matmul or train runs ({why})")
     setups = sorted({r.setup for r in runs})
     shapes = sorted({f"{r.nodes} x {r.ranks_per_node}" for r in runs})
     cal = Calibration(links=tuple(links), compute=tuple(compute), created=created,

@@ -81,7 +81,9 @@ def register(subparsers) -> None:
         out.add_argument("--label", default="", help="a note stored with the run")
         out.add_argument("--no-store", action="store_true", help="do not keep the run in the store")
         if kind == "collectives":
-            out.add_argument("--plot", metavar="DIR",
+            from willitscale.cli.paths import output_directory
+
+            out.add_argument("--plot", metavar="DIR", type=output_directory("--plot"),
                              help="also draw busbw vs message size, measured and predicted (the "
                                   "latest calibration, else the catalog), as PNG and SVG into DIR "
                                   "(needs matplotlib: pip install 'willitscale[plot]')")
@@ -106,9 +108,17 @@ def run(kind: str, args: argparse.Namespace) -> int:
     from willitscale.bench.dist import import_torch
     from willitscale.bench.launch import LaunchSpec, launch
 
-    import_torch()
+    if kind == "collectives":
+        from willitscale.bench.sweep import sweep_end_note
+
+        o = job.options
+        note = sweep_end_note(o.min_bytes, o.max_bytes, factor=o.factor, step_bytes=o.step_bytes)
+        if note:
+            print(note, file=sys.stderr)
+
     spec = LaunchSpec.from_env(nproc=args.nproc, nnodes=args.nnodes, node_rank=args.node_rank,
                                master_addr=args.master_addr, master_port=args.master_port)
+    import_torch()
     code = launch(kind, job.to_json(), spec)
     if code not in (0, 130):
         print(f"error: the benchmark failed (a rank exited with status {code}; its message is "

@@ -14,6 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from willitscale.cli.paths import output_file
+
 __all__ = ["register"]
 
 
@@ -28,7 +30,7 @@ def register(subparsers) -> None:
                                   "cluster.toml"))
     p.add_argument("run_ids", type=int, nargs="*", metavar="RUN_ID",
                    help="stored runs to fit (default: the latest run)")
-    p.add_argument("-o", "--output", default=None,
+    p.add_argument("-o", "--output", default=None, type=output_file("--output"),
                    help="calibration file to write (default: in $WILLITSCALE_HOME/calibrations/)")
     p.add_argument("--op", default=None, help="collective to fit the links to (default all_reduce)")
     p.add_argument("--gpu", default=None,
@@ -77,6 +79,31 @@ def print_calibration(cal, path: str, notes: list[str]) -> None:
         print(f"note: {note}", file=sys.stderr)
 
 
+#: runs whose rows can be fitted: finished, or stopped part-way with the rows measured so far
+FITTABLE = ("complete", "interrupted")
+
+
+def _latest_fittable(store) -> int:
+    """The newest run that finished (or was interrupted) with rows; says on stderr which runs
+    it passed over, and names the newest run when none fits."""
+    from willitscale.errors import ConfigError
+
+    runs = store.runs()
+    if not runs:
+        store.latest_run_id()  # the store's own "no runs yet" message
+    for info in runs:
+        if info.status in FITTABLE and info.rows:
+            if info is not runs[0]:
+                print(f"note: calibrating run {info.id} ({info.kind}, {info.status}), the latest with "
+                      f"rows to fit; run {runs[0].id} ({runs[0].kind}) is {runs[0].status} with "
+                      f"{runs[0].rows} rows", file=sys.stderr)
+            return info.id
+    newest = runs[0]
+    raise ConfigError(f"no run to calibrate: the latest, run {newest.id} ({newest.kind}), is "
+                      f"{newest.status} with {newest.rows} rows, and no earlier run finished with "
+                      "rows; give run ids (`willitscale results list`)")
+
+
 def run(args: argparse.Namespace) -> int:
     from willitscale.bench.store import Store, now_iso
     from willitscale.calibrate.build import calibrate
@@ -85,12 +112,11 @@ def run(args: argparse.Namespace) -> int:
 
     created = now_iso()
     with Store() as store:
-        ids = args.run_ids or [store.latest_run_id()]
+        ids = args.run_ids or [_latest_fittable(store)]
         runs = [measured_run(store.run(i)) for i in ids]
         cal, notes = calibrate(runs, created=created, op=args.op, gpu=args.gpu)
         path = Path(args.output) if args.output else _default_path(created)
         text = cal.to_toml()
-        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         store.add_calibration(path=str(path.resolve()), runs=cal.runs, toml=text)
     if args.json:

@@ -144,7 +144,7 @@ def run(args) -> int:
     from willitscale.units import parse_size
 
     op = parse_op(args.op, field="OP")
-    size = parse_size(args.size, field="--size")
+    size = parse_size(args.size, field="--size", unit_required=True)
     ranks = _ranks(args.ranks, "--ranks")
     network, notes = build_network(args)
     notes += [n for n in (_size_note(op),) if n]

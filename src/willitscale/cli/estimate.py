@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from willitscale.cli.paths import output_file
 from willitscale.cli.plot_flag import add_plot_flag
 from willitscale.cli.scenario_flags import add_scenario_flags, settings_from_args
 from willitscale.errors import Infeasible, WillItScaleError
@@ -48,7 +49,7 @@ def register(subparsers) -> None:
     )
     add_scenario_flags(p)
     p.add_argument("--json", action="store_true", help="everything as JSON (unit-named keys)")
-    p.add_argument("--trace", metavar="FILE", help="write the step's timeline as Chrome/Perfetto "
+    p.add_argument("--trace", metavar="FILE", type=output_file("--trace"), help="write the step's timeline as Chrome/Perfetto "
                                                    "trace JSON (open at https://ui.perfetto.dev)")
     p.add_argument("--width", type=int, default=64, help="timeline width in characters")
     add_plot_flag(p)
@@ -114,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
     from willitscale.cli.output import print_json
     from willitscale.plan.estimate import estimate
 
+    from willitscale.report.timeline import check_width
+
+    check_width(args.width, "--width")  # before the work, not after the output
     try:
         scenario = _scenario_or_verdict(settings_from_args(args))
         est = estimate(scenario)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from willitscale.cli.paths import output_file
 from willitscale.cli.plot_flag import add_plot_flag
 from willitscale.errors import ConfigError
 
@@ -41,7 +42,7 @@ def register(subparsers) -> None:
                                        "--save ft.json"))
     b.add_argument("kind", choices=KINDS)
     _topology_args(b)
-    b.add_argument("--save", metavar="FILE", help="write the topology spec as JSON (for show / --topology-file)")
+    b.add_argument("--save", metavar="FILE", type=output_file("--save"), help="write the topology spec as JSON (for show / --topology-file)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(run=run_build)
     s = sub.add_parser("show", help="show a saved topology (from build --save)",
@@ -303,10 +304,14 @@ def run_simulate(args) -> int:
     from willitscale.cli.output import print_json
     from willitscale.units import parse_size
 
+    if args.jobs < 1:
+        raise ConfigError("--jobs", args.jobs, "an integer >= 1 (1: the collective alone)")
+    if args.incast is not None and args.incast < 1:
+        raise ConfigError("--incast", args.incast, "an integer >= 1: the GPUs sending to GPU 0")
     spec = _spec(args, args.topology)
     topo = spec.build()
     seeds = _seeds(args.seeds) if args.seeds else [args.seed]
-    size = parse_size(args.size, field="--size")
+    size = parse_size(args.size, field="--size", unit_required=True)
     if sum(bool(x) for x in (args.incast, args.step, args.jobs > 1)) > 1:
         raise ConfigError("choose one of --incast, --step and --jobs")
     if args.incast or args.step or args.jobs > 1:

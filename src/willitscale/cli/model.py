@@ -67,7 +67,8 @@ def run(args) -> int:
     if not args.target:
         from willitscale.errors import ConfigError
 
-        raise ConfigError("model", None, "a catalog name (see `willitscale model --list`) or a config.json path")
+        raise ConfigError("willitscale model needs a NAME (a catalog model, e.g. willitscale model "
+                          "gpt2-xl) or a config.json PATH; willitscale model --list lists the names")
     from willitscale.workload.catalog import get_model
     from willitscale.workload.summary import summarize_model
 

@@ -113,12 +113,20 @@ def planning_settings(settings: dict, gpus: int | None) -> dict:
     from willitscale.errors import ConfigError
     from willitscale.hardware import build_cluster
 
+    from willitscale.plan.search import MAX_GPUS
+
     base = {k: v for k, v in settings.items() if k not in ("global_batch", "micro_batch", "grad_accum")}
+    probe = build_cluster(preset=base.get("preset"), gpu=base.get("gpu"), nodes=1,
+                          gpus_per_node=base.get("gpus_per_node"), intra_node=base.get("intra_node"),
+                          inter_node=base.get("inter_node"))
+    g = probe.node.gpus_per_node
+    why = "the planner's bound: it places the ranks of awkward cluster sizes one by one"
+    if gpus is not None and gpus > MAX_GPUS:
+        raise ConfigError("--gpus", gpus, f"at most {MAX_GPUS:,} ({why})")
+    if base.get("nodes") is not None and base["nodes"] * g > MAX_GPUS:
+        raise ConfigError("--nodes", base["nodes"], f"at most {MAX_GPUS // g:,} nodes of {g} GPUs "
+                                                    f"= {MAX_GPUS:,} GPUs ({why})")
     if gpus is not None:
-        probe = build_cluster(preset=base.get("preset"), gpu=base.get("gpu"), nodes=1,
-                              gpus_per_node=base.get("gpus_per_node"), intra_node=base.get("intra_node"),
-                              inter_node=base.get("inter_node"))
-        g = probe.node.gpus_per_node
         if gpus < 1 or gpus % g:
             raise ConfigError("--gpus", gpus, f"a multiple of the {g} GPUs per node")
         if base.get("nodes") not in (None, gpus // g):
@@ -141,12 +149,21 @@ def run(args: argparse.Namespace) -> int:
     from willitscale.errors import ConfigError
     from willitscale.plan.search import search
 
+    for flag in ("top", "explain"):
+        if getattr(args, flag) < (1 if flag == "top" else 0):
+            raise ConfigError(f"--{flag}", getattr(args, flag),
+                              "an integer >= 1 (plans to show)" if flag == "top" else
+                              "an integer >= 0 (top plans to explain)")
     settings = settings_from_args(args, skip=SEARCHED)
     if settings.get("global_batch") is None:
         raise ConfigError("--global-batch is required: the planner splits it over dp and micro-batches")
     base = planning_settings(settings, args.gpus)
     scenario = scenario_for(settings, args.gpus)
     space = space_from_args(args, scenario.memory_fraction)
+    model = scenario.model
+    if model is not None and not model.moe_experts and any(e > 1 for e in space.ep or ()):
+        raise ConfigError("--ep", args.ep, f"1: expert parallelism needs a mixture-of-experts model "
+                                           f"and {model.name} is dense (no experts)")
     gpus = scenario.cluster.gpus
     with _progress(args) as progress:
         result = search(scenario, gpus=gpus, global_batch=settings["global_batch"], space=space,

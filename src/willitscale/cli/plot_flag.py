@@ -11,7 +11,9 @@ __all__ = ["add_plot_flag", "write_plots"]
 
 def add_plot_flag(parser: argparse.ArgumentParser) -> None:
     """Add ``--plot DIR`` (PNG and SVG figures; needs the ``plot`` extra)."""
-    parser.add_argument("--plot", metavar="DIR",
+    from willitscale.cli.paths import output_directory
+
+    parser.add_argument("--plot", metavar="DIR", type=output_directory("--plot"),
                         help="also write the figures as PNG and SVG into DIR (needs matplotlib: "
                              "pip install 'willitscale[plot]')")
 

@@ -7,6 +7,7 @@ import argparse
 import shlex
 import sys
 
+from willitscale.cli.paths import output_file
 from willitscale.cli.plot_flag import add_plot_flag
 from willitscale.cli.scenario_flags import add_scenario_flags, settings_from_args
 
@@ -36,7 +37,7 @@ def register(subparsers) -> None:
             "--inter-node 100Gbps --seq-len 1024 --global-batch 256 --html xl.html"),
     )
     add_scenario_flags(p)
-    p.add_argument("--html", metavar="FILE", required=True, help="the HTML file to write")
+    p.add_argument("--html", metavar="FILE", required=True, type=output_file("--html"), help="the HTML file to write")
     p.add_argument("--sweep", metavar="NODES",
                    help="node counts for the scaling charts: 1,2,4,8 or 1..64 (default: powers "
                         "of two from 1 to 4x the nodes, at least 16)")
@@ -123,7 +124,6 @@ def run(args: argparse.Namespace) -> int:
     page = render_html(contents, figure_format=args.figure_format, charts=charts)
     path = Path(args.html)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(page, encoding="utf-8")
     except OSError as exc:
         raise ConfigError("--html", args.html, f"a file that can be written ({exc.strerror})") from exc

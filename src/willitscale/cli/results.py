@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from willitscale.cli.paths import output_file
 from willitscale.cli.plot_flag import add_plot_flag
 
 __all__ = ["register", "busbw_curves"]
@@ -67,7 +68,7 @@ def register(subparsers) -> None:
                                        "willitscale results export 3 4 --format json"))
     p.add_argument("run_ids", type=int, nargs="*", help="default: every run")
     p.add_argument("--format", choices=("csv", "json"), default="csv")
-    p.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
+    p.add_argument("-o", "--output", default=None, type=output_file("--output"), help="file to write (default: stdout)")
     p.set_defaults(run=run_export)
 
     p = sub.add_parser("import", help="copy the runs of other stores into this one",

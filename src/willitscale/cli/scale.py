@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from willitscale.plan.scaling import parse_nodes, scaling_rows
 
     settings = settings_from_args(args, skip=("nodes",))
-    nodes = parse_nodes(args.nodes or settings.get("nodes", 1))
+    nodes = parse_nodes(args.nodes if args.nodes is not None else settings.get("nodes", 1))
     rows = scaling_rows(settings, nodes)
     if args.plot:
         from willitscale.cli.plot_flag import scale_plots

@@ -72,9 +72,10 @@ def _total_flops(args: argparse.Namespace, params: float | None) -> float | None
     given = [n for n in ("zflops", "flops") if getattr(args, n) is not None]
     if len(given) > 1:
         raise ConfigError("give only one of --zflops and --flops")
+    if given and args.tokens is not None:
+        raise ConfigError(f"give either --{given[0]} ({getattr(args, given[0])}) or --params with "
+                          f"--tokens ({args.params} x {args.tokens}), not both: each sets the total FLOPs")
     if args.zflops is not None:
-        if args.tokens is not None:
-            raise ConfigError("give either --zflops or --params with --tokens, not both")
         return args.zflops * 1e21
     if args.flops is not None:
         return parse_flop_rate(args.flops, field="--flops")
@@ -101,7 +102,7 @@ def _gpu_figures(args: argparse.Namespace) -> tuple[float | None, float | None, 
             raise ConfigError("--gpu-tflops", args.gpu_tflops, "a number > 0")
         peak = args.gpu_tflops * 1e12
     if args.gpu_memory is not None:
-        memory = parse_size(args.gpu_memory, field="--gpu-memory")
+        memory = parse_size(args.gpu_memory, field="--gpu-memory", unit_required=True)
     return peak, memory, name
 
 

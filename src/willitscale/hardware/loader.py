@@ -178,7 +178,7 @@ def read_gpu(name: str, t: Table, resolve: Resolve) -> Gpu:
     nic = t.str("default_nic", None)
     gpu = Gpu(
         name=name, display_name=t.str("display_name", name), vendor=t.str("vendor"),
-        memory=t.quantity("memory", parse_size, {"memory_GiB": 2.0**30, "memory_GB": 1e9}),
+        memory=t.quantity("memory", parse_size, {"memory_GiB": 2.0**30, "memory_GB": 1e9}, positive=True),
         memory_bandwidth=t.quantity("memory_bandwidth", parse_bandwidth,
                                     {"memory_bandwidth_GBps": 1e9, "memory_bandwidth_TBps": 1e12}),
         peak_flops=_flops(t, "peak_TFLOPS"), sparse_peak_flops=_flops(t, "sparse_peak_TFLOPS"),

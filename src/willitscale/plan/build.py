@@ -94,6 +94,12 @@ def build_options(settings: Mapping[str, Any]) -> ParallelOptions:
 def _efficiency(settings: Mapping[str, Any]) -> Efficiency | None:
     if settings.get("hfu") is not None and settings.get("mfu") is not None:
         raise ConfigError("give either --hfu or --mfu, not both: they count different FLOPs")
+    if settings.get("step_time_one_gpu") is not None:
+        given = [k for k in ("hfu", "mfu") if settings.get(k) is not None]
+        if given:
+            raise ConfigError(f"give --{given[0]} ({settings[given[0]]}) or --compute-time-per-step "
+                              f"({settings['step_time_one_gpu']:g} s), not both: the measured step "
+                              "time sets the compute time the efficiency would")
     for kind in ("hfu", "mfu"):
         if settings.get(kind) is not None:
             return Efficiency(kind=kind, value=float(settings[kind]), source="given")

@@ -165,12 +165,12 @@ def _exact(geometry: tuple[int, ...], order: tuple[str, ...], gpus_per_node: int
         for a, n in zip(order, geometry):
             if a not in axes:
                 group = group * n + digits[a]
-        counts = np.bincount(group * nodes_total + node,
-                             minlength=(int(group.max()) + 1) * nodes_total).reshape(-1, nodes_total)
-        touched = counts > 0
-        held = counts[touched]
-        size = int(counts[0].sum())
-        per_node, spans = int(held.max()), int(touched.sum(axis=1).max())
+        # (group, node) pairs that hold members, counted sparsely: a dense groups x nodes
+        # table grows with the square of the cluster (8,191 nodes took 9 GB)
+        pairs, held = np.unique(group * nodes_total + node, return_counts=True)
+        owner = pairs // nodes_total
+        size = int(held[owner == 0].sum())
+        per_node, spans = int(held.max()), int(np.bincount(owner).max())
         even = bool(held.min() == held.max())
         aligned = False
         if even and spans > 1:  # same local GPUs on every node of every group

@@ -82,7 +82,11 @@ def parse_nodes(text: str | int | Sequence[int]) -> list[int]:
         values = [int(v) for v in text]
     else:
         values = []
-        for part in filter(None, (p.strip() for p in text.split(","))):
+        parts = [p.strip() for p in text.split(",")]
+        if not all(parts):
+            raise ConfigError("--nodes", text, "node counts such as 1,2,4,8 or a range 1..64 "
+                              "(no empty entries)")
+        for part in parts:
             m = re.fullmatch(r"(\d+)\s*(?:-|\.\.)\s*(\d+)", part)
             if m:
                 lo, hi = int(m[1]), int(m[2])

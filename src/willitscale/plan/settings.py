@@ -66,6 +66,23 @@ def _float(value: Any, *, field: str) -> float:
         raise ConfigError(field, value, "a number") from None
 
 
+def _size_with_unit(value: Any, *, field: str) -> float:
+    """A size whose key does not say bytes: ``"25"`` is an error (25 MB? MiB?), ``"25MiB"`` not."""
+    return parse_size(value, field=field, unit_required=True)
+
+
+def _positive_size(value: Any, *, field: str) -> float:
+    return parse_size(value, field=field, unit_required=True, positive=True)
+
+
+def _fraction(value: Any, *, field: str) -> float:
+    """A share such as hfu, mfu or memory_fraction: 0 < x <= 1 (NaN is not one)."""
+    number = _float(value, field=field)
+    if not 0 < number <= 1:  # False for NaN too
+        raise ConfigError(field, value, "a fraction in (0, 1]")
+    return number
+
+
 def _str(value: Any, *, field: str) -> str:
     if not isinstance(value, str):
         raise ConfigError(field, value, "a string")
@@ -89,7 +106,11 @@ def _link(value: Any, *, field: str) -> str:
 
 
 def _count(value: Any, *, field: str) -> float:
-    return parse_count(value, field=field)
+    return parse_count(value, field=field, positive=True)
+
+
+def _positive_time(value: Any, *, field: str) -> float:
+    return parse_time(value, field=field, positive=True)
 
 
 SETTINGS: Mapping[str, tuple[str, Any]] = {
@@ -111,10 +132,10 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "grad_accum": ("training", _int),
     "recompute": ("training", _str),
     "dtype": ("training", _str),
-    "hfu": ("training", _float),
-    "mfu": ("training", _float),
+    "hfu": ("training", _fraction),
+    "mfu": ("training", _fraction),
     "memory_convention": ("training", _str),
-    "memory_fraction": ("training", _float),
+    "memory_fraction": ("training", _fraction),
     "optimizer": ("training", _str),
     # parallel
     "dp": ("parallel", _int), "tp": ("parallel", _int), "pp": ("parallel", _int),
@@ -129,8 +150,8 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "allow_tp_across_nodes": ("parallel", _bool),
     # ddp
     "overlap": ("ddp", _bool),
-    "bucket_cap": ("ddp", parse_size),
-    "first_bucket": ("ddp", parse_size),
+    "bucket_cap": ("ddp", _size_with_unit),
+    "first_bucket": ("ddp", _size_with_unit),
     "grad_reduce_dtype": ("ddp", _str),
     "overlap_slowdown": ("ddp", _float),
     "gradient_as_bucket_view": ("ddp", _bool),
@@ -139,9 +160,9 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "storage_bandwidth": ("data", parse_bandwidth),
     "data_overlapped": ("data", _bool),
     # measurements
-    "step_time_one_gpu": ("measured", parse_time),
-    "allreduce_time": ("measured", parse_time),
-    "allreduce_size": ("measured", parse_size),
+    "step_time_one_gpu": ("measured", _positive_time),
+    "allreduce_time": ("measured", _positive_time),
+    "allreduce_size": ("measured", _positive_size),
     # calibration file
     "calibration": ("", _str),
     # network model: the analytic alpha-beta model or the flow simulator (docs/fabric.md)

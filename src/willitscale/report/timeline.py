@@ -127,14 +127,23 @@ def _draw(row: list[str], lo: int, hi: int, kind: str, label: str) -> bool:
     return width < len(label) + 2
 
 
+MIN_WIDTH = 20  #: the narrowest timeline whose axis labels still fit
+
+
+def check_width(width: int, field: str = "width") -> int:
+    """``width`` if a timeline can be drawn that wide, else the error naming ``field``."""
+    if isinstance(width, bool) or width < MIN_WIDTH:
+        raise ConfigError(field, width, f"at least {MIN_WIDTH} characters")
+    return width
+
+
 def render_timeline(timeline: Timeline, *, width: int = 72, lanes: Iterable[str] = LANES) -> str:
     """The step as text lanes (one line per non-empty lane) above a time axis.
 
     Spans shorter than one character still show as one character, so a brief exposed
     all-reduce is never invisible; neighbouring spans of one kind merge into one block.
     """
-    if width < 20:
-        raise ConfigError("width", width, "at least 20 characters")
+    check_width(width)
     total = timeline.step_time
     scale = width / total if total > 0 else 0.0
     lines = []

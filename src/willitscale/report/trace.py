@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from willitscale.errors import ConfigError
 from willitscale.report.timeline import LANES, Timeline
 
 __all__ = ["chrome_trace", "write_chrome_trace"]
@@ -48,6 +49,8 @@ def chrome_trace(timeline: Timeline, *, steps: int = 1, process_name: str = "ran
 def write_chrome_trace(timeline: Timeline, path: str | Path, *, steps: int = 1) -> Path:
     """Write the trace to ``path`` (open it at https://ui.perfetto.dev); returns the path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():  # a typo must not make a directory tree
+        raise ConfigError("trace path", str(path), f"a file in an existing directory: directory "
+                                                   f"{path.parent} does not exist")
     path.write_text(json.dumps(chrome_trace(timeline, steps=steps), allow_nan=False))
     return path

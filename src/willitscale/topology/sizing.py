@@ -85,9 +85,15 @@ def uplinks(down: int, oversubscription: float = 1.0, uplink_speedup: float = 1.
     return max(1, math.ceil(down / (oversubscription * uplink_speedup) * (1 - 1e-12)))
 
 
+#: the largest switch radix sized. Today's 51.2 Tb/s switch chips give at most 512 ports (of
+#: 100G); 4096 leaves eight times that, and the port searches below count down one port at a time.
+MAX_RADIX = 4096
+
+
 def _radix(radix: int) -> int:
-    if isinstance(radix, bool) or int(radix) != radix or radix < 2:
-        raise ConfigError("radix", radix, "an integer >= 2")
+    if isinstance(radix, bool) or int(radix) != radix or not 2 <= radix <= MAX_RADIX:
+        raise ConfigError("radix", radix, f"an integer from 2 to {MAX_RADIX} ports (the largest "
+                                          "switch chips today have 512; the search counts ports one by one)")
     return int(radix)
 
 

@@ -26,6 +26,14 @@ KIND_PARAMS: dict[str, tuple[str, ...]] = {
     "torus": ("dims", "gpus_per_node"),
 }
 
+#: the parameters a kind cannot do without, with an example of each (as the CLI flag)
+REQUIRED_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
+    "fat-tree": (("k", "an even switch radix, e.g. --k 16"),),
+    "torus": (("dims", "the torus size, e.g. --dims 4x4x4"),),
+    "dragonfly": (("groups", "e.g. --groups 9"), ("routers_per_group", "e.g. --routers-per-group 4"),
+                  ("global_links", "e.g. --global-links 2; balanced when groups = routers x links + 1")),
+}
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopologySpec:
@@ -50,6 +58,10 @@ class TopologySpec:
         from willitscale.topology import TOPOLOGY_KINDS
 
         params = dict(self.params)
+        missing = [(name, what) for name, what in REQUIRED_PARAMS.get(self.kind, ()) if params.get(name) is None]
+        if missing:
+            raise ConfigError(f"{self.kind} needs " + "; ".join(
+                f"--{name.replace('_', '-')} ({what})" for name, what in missing))
         if "dims" in params:
             params["dims"] = tuple(params["dims"])
         return TOPOLOGY_KINDS[self.kind](links=self.links, **params)
@@ -74,9 +86,13 @@ class TopologySpec:
     def load(cls, path: str | Path) -> TopologySpec:
         p = Path(path)
         try:
-            data = json.loads(p.read_text())
+            data = json.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"{p}: no such file") from None
+        except IsADirectoryError:
+            raise ConfigError(f"{p}: is a directory, not a topology spec (JSON from fabric build --save)") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{p}: not valid JSON (not UTF-8 text)") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{p}: not valid JSON: {exc}") from None
         return cls.from_json(data, where=str(p))

@@ -95,7 +95,7 @@ def write_charts(charts: Iterable[Chart], directory: str | Path,
         raise ConfigError("figure format", bad[0], "one of " + ", ".join(FORMATS))
     directory = Path(directory)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(exist_ok=True)  # DIR itself, never a missing parent chain
     except OSError as exc:
         raise ConfigError("--plot", str(directory), f"a directory that can be created ({exc})") from exc
     paths = []
