@@ -31,8 +31,8 @@ def test_shaped_uplink_sets_the_bandwidth(cli):
     # each way (two steps of S/2), so busbw = S / t should approach 12.5 MB/s, and cannot
     # exceed it by more than the tbf burst allows (128 KiB over 1 MB: ~13%)
     code, out, err = cli("emulate", "--nodes", "2", "--ranks-per-node", "1", "--uplink", "100Mbit",
-                         "--", "willitscale", "bench", "collectives", "-b", "1MB", "-e", "2MB",
-                         "-n", "3", "-w", "1", "--json")
+                         "--", "willitscale", "bench", "collectives", "-b", "1MB", "-e", "4MB",
+                         "-f", "4", "-n", "3", "-w", "1", "--json")
     assert code == 0, err
     assert _ours(os.getpid()) == []
     code, out, _ = cli("results", "show", "--json")
@@ -41,18 +41,20 @@ def test_shaped_uplink_sets_the_bandwidth(cli):
     for row in run["results"]:
         assert row["wrong"] == 0
         assert 0.80 * 0.0125 < row["busbw_GBps"] < 1.13 * 0.0125
-    # the calibration fitted to this run predicts it (in-sample) within 10%, and a later run at
-    # a size it never saw (4 MB: 0.32 s per op at 12.5 MB/s) held out of the fit, within 10%
+    # the calibration fitted to this run (1 and 4 MB) predicts it (in-sample) within 10%, and a
+    # later run at a size it never saw (2 MB: 0.16 s per op at 12.5 MB/s), held out of the fit,
+    # within 10% (between the fitted sizes: a two-point line extrapolated far beyond them would
+    # magnify their few % of noise)
     assert cli("calibrate")[0] == 0
     code, _, err = cli("emulate", "--nodes", "2", "--ranks-per-node", "1", "--uplink", "100Mbit",
-                       "--", "willitscale", "bench", "collectives", "-b", "4MB", "-e", "4MB",
+                       "--", "willitscale", "bench", "collectives", "-b", "2MB", "-e", "2MB",
                        "-n", "3", "-w", "1", "--json")
     assert code == 0, err
     report = json.loads(cli("validate", "--json")[1])
     rows = sorted(report["rows"], key=lambda r: (r["run_id"], r["size_bytes"]))
-    assert [(r["size_bytes"], r["in_sample"]) for r in rows] == \
-        [(1_000_000, True), (2_000_000, True), (4_000_000, False)]
-    assert all(abs(r["error"]) < 0.10 for r in report["rows"]), report["rows"]
+    seen = [(r["size_bytes"], r["in_sample"], round(r["error"], 3)) for r in rows]
+    assert [x[:2] for x in seen] == [(1_000_000, True), (4_000_000, True), (2_000_000, False)]
+    assert all(abs(r["error"]) < 0.10 for r in rows), seen
 
 
 def _emulated(cli, nodes: int, ranks: int, *bench: str) -> dict:
