@@ -58,6 +58,26 @@ def test_user_entry_overrides_builtin(tmp_path):
     assert cat.node("dgx-h100").nic.efficiency == 0.9  # nodes are built from the merged links
 
 
+def test_an_override_keeps_the_builtin_aliases_unless_it_lists_its_own(tmp_path):
+    # h100-sxm is also "h100" (built-in aliases): a user's measured override must not make
+    # `--gpu h100` unknown, nor quietly mean something else
+    entry = """
+        [gpu.h100-sxm]
+        display_name = "our H100s"
+        vendor = "nvidia"
+        memory_GiB = 80
+        memory_bandwidth_GBps = 3000
+        peak_TFLOPS = { bf16 = 900 }
+        source = "our measurements"
+        """
+    cat = load_catalog(write(tmp_path, entry), home=False)
+    assert cat.gpu("h100").peak_flops["bf16"] == 900e12
+    cat = load_catalog(write(tmp_path, entry + 'aliases = ["ours"]\n', "own.toml"), home=False)
+    assert cat.gpu("ours").peak_flops["bf16"] == 900e12
+    with pytest.raises(UnknownNameError):
+        cat.gpu("h100")
+
+
 @pytest.mark.parametrize("text, match", [
     # unknown key, with the closest valid one suggested, and the file/entry named
     (MY_GPU.replace("memory_GiB", "memroy_GiB"),

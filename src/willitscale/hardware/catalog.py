@@ -7,7 +7,8 @@ Three layers, later ones overriding earlier entries of the same name:
    ``platformdirs.user_data_dir("willitscale")``), read in name order;
 3. files passed explicitly (``load_catalog("my_cluster.toml")``, ``--catalog FILE``).
 
-Within one layer a name may be defined once. Names are case-insensitive, ``_`` and spaces read
+Within one layer a name may be defined once; an entry overriding an earlier layer's keeps its
+aliases unless it lists its own. Names are case-insensitive, ``_`` and spaces read
 as ``-``, and each entry may list ``aliases``; a name or alias means one entry across all kinds,
 so ``willitscale hardware show NAME`` is never ambiguous. Loading is pure and cached: the same
 files (same path, size and modification time) give the same :class:`Catalog` object.
@@ -161,6 +162,10 @@ def _layered(layers: Iterable[tuple[str, ...]]) -> dict[str, dict[str, tuple[str
                         raise ConfigError(f"{section} {name!r} is defined twice: in {seen[section, name]} "
                                           f"and in {file_key[0]}")
                     seen[section, name] = file_key[0]
+                    earlier = merged[section].get(name)
+                    if earlier is not None and "aliases" not in table and "aliases" in earlier[1]:
+                        # an override keeps the names users know the entry by (h100 for h100-sxm)
+                        table = {**table, "aliases": earlier[1]["aliases"]}
                     merged[section][name] = (file_key[0], table)
     return merged
 
