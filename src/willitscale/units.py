@@ -216,10 +216,11 @@ def _engineering(value: float, prefixes: list[tuple[float, str]], unit: str, dig
 
 def _sig(x: float, digits: int) -> str:
     """``x`` with ``digits`` significant figures, without scientific notation for ordinary sizes
-    (past a million of the largest unit, e.g. a step of 1e27 days, it is the honest form)."""
+    (past a million of the largest unit or below a thousandth of the smallest, e.g. a step of
+    1e27 days, it is the honest form)."""
     if x == 0:
         return "0"
-    if abs(x) >= 1e6:
+    if abs(x) >= 1e6 or abs(x) < 1e-3:
         return f"{x:.{digits - 1}e}"
     decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(x)))))
     return f"{x:.{decimals}f}"
