@@ -72,11 +72,10 @@ def test_expected_output_of_rank_1_of_3(op, redop):
     shape = collective_shape(Op(op), chunk * 4 * (1 if op == "all_reduce" else n), 4, n)
     assert shape.param_count == chunk
     in_place = op != "all_to_all" and op != "all_gather"
-    bufs = verify.make_buffers(ctx, shape, "float32", in_place=in_place,
-                               redop=redop if redop != "none" else "sum", root=0)
-    expected = verify.fill_and_expect(ctx, bufs, shape, "float32",
-                                      redop=redop if redop != "none" else "sum", root=0)
-    m = verify.pattern_modulus("float32", n, redop if redop != "none" else "sum")
+    reduce = "sum" if redop == "none" else redop  # gather/all-to-all: any redop, unused
+    bufs = verify.make_buffers(ctx, shape, "float32", in_place=in_place, redop=reduce, root=0)
+    expected = verify.fill_and_expect(ctx, bufs, shape, "float32", redop=reduce, root=0)
+    m = verify.pattern_modulus("float32", n, reduce)
     pat = lambda q, start, count: (7 * np.arange(start, start + count) + 13 * q) % m + 1  # noqa: E731
     want = {"all_reduce": lambda: getattr(np, redop)([pat(q, 0, chunk) for q in range(n)], axis=0),
             "reduce_scatter": lambda: np.min([pat(q, r * chunk, chunk) for q in range(n)], axis=0),

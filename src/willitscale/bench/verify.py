@@ -138,8 +138,10 @@ def _combine(torch, values: Iterator, redop: str):
     for v in values:
         if redop == "sum":
             out += v
+        elif redop == "max":
+            torch.maximum(out, v, out=out)
         else:
-            torch.maximum(out, v, out=out) if redop == "max" else torch.minimum(out, v, out=out)
+            torch.minimum(out, v, out=out)
     return out
 
 
