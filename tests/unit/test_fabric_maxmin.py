@@ -81,7 +81,7 @@ def test_flow_on_no_link_is_rejected():
 def test_unfrozen_flows_on_links_is_each_such_flow_once_by_either_path():
     # the helper takes a sparse path (few entries) or a dense pass (many); both must give every
     # unfrozen flow that crosses one of the links, once
-    from willitscale.fabric.maxmin import _unfrozen_on
+    from willitscale.fabric.maxmin_reference import _unfrozen_on
 
     rng = np.random.default_rng(1)
     n_flows, n_links = 400, 30

@@ -12,6 +12,12 @@ combination of phases was seen before, everything between the two moments repeat
 so the simulator jumps ahead by as many whole periods as every stream's remaining repetitions
 allow, adding the period's time and link bytes each time. A ring's ``2(n-1)`` identical steps
 thus cost two simulated steps. ``reuse_phases=False`` turns this off (tests compare both).
+
+The rates at an event are re-solved incrementally (:mod:`willitscale.fabric.maxmin_incremental`):
+only the flows whose rates the starting and finishing flows can change. ``solver="reference"``
+re-solves every flow in flight from scratch at every event instead, with the solver this
+simulator used before (:mod:`willitscale.fabric.maxmin_reference`): the same results, for tests
+and for the benchmark that measures the difference.
 """
 
 from __future__ import annotations
@@ -21,17 +27,20 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import numpy as np
-from scipy.sparse import csr_matrix, vstack
+from scipy.sparse import csr_matrix
 
 from willitscale.errors import ConfigError
 from willitscale.fabric.flows import Phase, Traffic
-from willitscale.fabric.maxmin import max_min_fair
+from willitscale.fabric.inflight import Block, InFlight
+from willitscale.fabric.maxmin_incremental import IncrementalMaxMin
+from willitscale.fabric.maxmin_reference import FullResolve
 from willitscale.topology.graph import Topology
 from willitscale.topology.routing import Balance, Router, Routing
 
 __all__ = ["SimulationResult", "simulate"]
 
-_DONE_TOL = 1e-9  # a flow with less than this fraction of its bytes left is done
+#: the max-min solvers ``simulate`` can use: re-solve what an event touches, or everything
+SOLVERS = {"incremental": IncrementalMaxMin, "reference": FullResolve}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,9 +54,10 @@ class SimulationResult:
     topology: Topology = field(repr=False)
     traffic: Traffic = field(repr=False)
     routing: Routing
-    solves: int  #: max-min fair allocations computed
+    solves: int  #: events at which the max-min fair rates were brought up to date
     steps_simulated: int  #: steps (phase repetitions) simulated event by event
     steps_reused: int  #: steps skipped by exact repetition
+    flows_resolved: int = 0  #: flows whose rates those events re-computed, summed over events
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stream_times", MappingProxyType(dict(self.stream_times)))
@@ -61,20 +71,6 @@ class SimulationResult:
 
 
 @dataclass(slots=True)
-class _Block:
-    """One step in flight: the flows of one repetition of one stream's phase."""
-
-    stream: int
-    matrix: csr_matrix
-    total: np.ndarray  # bytes per flow
-    remaining: np.ndarray
-    latency: np.ndarray
-    extra: float
-    arrival: float = 0.0
-    mean_latency: float | None = None  # set: the step ends at the last transfer end + this
-
-
-@dataclass(slots=True)
 class _StreamState:
     phase: int = 0
     rep: int = 0
@@ -85,31 +81,22 @@ class _StreamState:
 
 
 class _Engine:
-    def __init__(self, topology: Topology, traffic: Traffic, routing: Routing, reuse: bool):
+    def __init__(self, topology: Topology, traffic: Traffic, routing: Routing, reuse: bool, solver: str):
         self.topo, self.traffic, self.routing, self.reuse = topology, traffic, routing, reuse
         self.router = Router(topology)
-        self.cap = topology.link_capacity
         self.routes: dict[int, tuple[csr_matrix, np.ndarray]] = {}
-        self.link_bytes = np.zeros(topology.links)
-        self.peak = np.zeros(topology.links, dtype=np.int64)
+        self.flight = InFlight(topology.link_capacity, SOLVERS[solver])
         self.states = [_StreamState(ready=s.start) for s in traffic.streams]
-        self.blocks: list[_Block] = []
         self.t = 0.0
-        self.solves = self.simulated = self.reused = 0
+        self.simulated = self.reused = 0
         self.seen: dict[tuple, tuple] = {}
-        self._stack: tuple | None = None
-        self._moved: np.ndarray | None = None  # bytes each stacked flow moved since the stack was built
-        self._fresh = False  # no max-min solve yet on the current stack
 
     # -- routing of one step ---------------------------------------------------------
     def _route(self, phase: Phase) -> tuple[csr_matrix, np.ndarray]:
         adaptive = self.routing.balance is Balance.ADAPTIVE
         if not adaptive and id(phase) in self.routes:
             return self.routes[id(phase)]
-        load = None
-        if adaptive and self.blocks:
-            stack = self._stacked()
-            load = stack[5] @ (stack[2] > 0).astype(np.float64)
+        load = self.flight.count.astype(np.float64) if adaptive else None
         r = self.router.route(phase.src, phase.dst, phase.key, self.routing, load)
         out = (r.matrix(self.topo.links), r.latency)
         if not adaptive:
@@ -120,7 +107,7 @@ class _Engine:
         st, phase = self.states[s], self.traffic.streams[s].phases[self.states[s].phase]
         m, lat = self._route(phase)
         lat = lat * phase.latency_hops
-        block = _Block(s, m, phase.size, phase.size.copy(), lat, phase.extra_latency, arrival=self.t)
+        block = Block(stream=s, matrix=m, total=phase.size, latency=lat, extra=phase.extra_latency, arrival=self.t)
         if phase.latency_mode == "mean" and lat.size:
             block.mean_latency = float(lat.mean())
             block.arrival = self.t + block.mean_latency
@@ -128,40 +115,14 @@ class _Engine:
         if zero.any() and block.mean_latency is None:
             block.arrival = max(block.arrival, float((self.t + lat[zero]).max()))
         st.running = True
-        self._unstack()
-        self.blocks.append(block)
+        self.flight.add(block, self.t)
         self.simulated += 1
-
-    def _unstack(self) -> None:
-        """Drop the stacked arrays (the set of blocks changes), first adding the bytes the
-        stacked flows moved to their links: one sparse product per stack, not per event."""
-        if self._stack is not None and self._moved is not None:
-            self.link_bytes += self._stack[4] @ self._moved
-        self._stack, self._moved = None, None
-
-    def _stacked(self):
-        if self._stack is None:
-            b = self.blocks
-            rem = np.concatenate([x.remaining for x in b])
-            m = vstack([x.matrix for x in b], format="csr")
-            by_link = m.T.tocsr()
-            ones = by_link.copy()
-            ones.data = np.ones_like(ones.data)
-            self._stack = (m, np.concatenate([x.total for x in b]), rem, np.concatenate([x.latency for x in b]),
-                           by_link, ones)
-            self._moved, self._fresh = np.zeros(rem.size), True
-            off = 0
-            for x in b:  # remaining bytes live in the stacked vector from now on
-                n = x.total.size
-                x.remaining = rem[off:off + n]
-                off += n
-        return self._stack
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> None:
         while True:
             self._start_ready()
-            if not self.blocks:
+            if not self.flight.blocks:
                 waiting = [st.ready for st in self.states if not st.done and not st.running]
                 if not waiting:
                     return
@@ -174,18 +135,19 @@ class _Engine:
                     if not st.done and not st.running and st.ready <= self.t]
         if not starters:
             return
-        if self.reuse and not self.blocks and all(
+        if self.reuse and not self.flight.blocks and all(
                 st.done or i in starters for i, st in enumerate(self.states)):
             self._maybe_jump(starters)
         for s in starters:
             self._start(s)
-        self._finish_empty_blocks()
+        self._end_steps()
 
     def _maybe_jump(self, starters: list[int]) -> None:
         key = tuple((s, self.states[s].phase) for s in starters)
         reps = np.array([self.states[s].rep for s in starters])
+        link_bytes = self.flight.link_bytes
         snap = self.seen.get(key)
-        self.seen[key] = (self.t, reps, self.link_bytes.copy(), self.simulated)
+        self.seen[key] = (self.t, reps, link_bytes.copy(), self.simulated)
         if snap is None:
             return
         t0, reps0, bytes0, sim0 = snap
@@ -197,52 +159,26 @@ class _Engine:
         if m < 1:
             return
         self.t += m * (self.t - t0)
-        self.link_bytes += m * (self.link_bytes - bytes0)
+        link_bytes += m * (link_bytes - bytes0)
         self.reused += m * (self.simulated - sim0)
         for s, d in zip(starters, dr.tolist()):
             self.states[s].rep += m * d
             self.states[s].ready = self.t
-        self.seen[key] = (self.t, reps + m * dr, self.link_bytes.copy(), self.simulated)
+        self.seen[key] = (self.t, reps + m * dr, link_bytes.copy(), self.simulated)
 
     def _advance(self) -> None:
-        m, size, rem, lat, by_link, ones = self._stacked()
-        active = rem > 0
-        rate = max_min_fair(m, self.cap, active, by_link)
-        self.solves += 1
-        if self._fresh:  # flows only finish while a stack lives: its first solve sees the most at once
-            self.peak = np.maximum(self.peak, (ones @ active.astype(np.float64)).astype(np.int64))
-            self._fresh = False
-        with np.errstate(divide="ignore"):
-            left = np.where(active, rem / np.where(active, rate, 1.0), np.inf)
-        dt = float(left.min())
+        """Rates at this event, then on to the next: a flow finishing or a stream starting."""
+        self.flight.solve(self.t)
+        t = self.flight.next_finish()
         waiting = [st.ready for st in self.states if not st.done and not st.running]
-        if waiting and min(waiting) - self.t < dt:
-            dt = min(waiting) - self.t
-        self._moved += rate * dt
-        rem -= rate * dt
-        t_new = self.t + dt
-        finished = active & ((rem <= _DONE_TOL * size) | (left <= dt))
-        rem[finished] = 0.0
-        self.t = t_new
-        self._record_arrivals(finished, lat)
-        self._finish_empty_blocks()
+        if waiting and min(waiting) < t:
+            t = min(waiting)
+        self.t = t
+        self.flight.finish_until(t)
+        self._end_steps()
 
-    def _record_arrivals(self, finished: np.ndarray, lat: np.ndarray) -> None:
-        off = 0
-        for b in self.blocks:
-            n = b.latency.size
-            f = finished[off:off + n]
-            if f.any():
-                end = self.t + (b.mean_latency if b.mean_latency is not None else float(lat[off:off + n][f].max()))
-                b.arrival = max(b.arrival, end)
-            off += n
-
-    def _finish_empty_blocks(self) -> None:
-        keep = []
-        for b in self.blocks:
-            if np.any(b.remaining > 0):
-                keep.append(b)
-                continue
+    def _end_steps(self) -> None:
+        for b in self.flight.ended():
             st = self.states[b.stream]
             phases = self.traffic.streams[b.stream].phases
             st.running = False
@@ -252,26 +188,27 @@ class _Engine:
                 st.phase, st.rep = st.phase + 1, 0
                 if st.phase >= len(phases):
                     st.done, st.end = True, st.ready
-        if len(keep) != len(self.blocks):
-            self._unstack()
-            self.blocks = keep
 
 
 def simulate(topology: Topology, traffic: Traffic, routing: Routing | None = None, *,
-             reuse_phases: bool = True) -> SimulationResult:
+             reuse_phases: bool = True, solver: str = "incremental") -> SimulationResult:
     """Simulate ``traffic`` on ``topology`` routed by ``routing`` (default ECMP, seed 0).
 
     Deterministic: the same inputs (including ``routing.seed``) give the same result.
+    ``solver``: ``incremental`` (default) or ``reference`` (see the module docstring).
     """
     routing = routing or Routing()
+    if solver not in SOLVERS:
+        raise ConfigError("solver", solver, "one of " + ", ".join(SOLVERS))
     if traffic.max_gpu() >= topology.gpus:
         raise ConfigError("traffic", f"GPU {traffic.max_gpu()}", f"GPU indices below {topology.gpus} "
                           f"(the {topology.kind} fabric has {topology.gpus} GPUs)")
-    eng = _Engine(topology, traffic, routing, reuse_phases)
+    eng = _Engine(topology, traffic, routing, reuse_phases, solver)
     eng.run()
     ends = {s.name: st.end for s, st in zip(traffic.streams, eng.states)}
+    f = eng.flight
     return SimulationResult(
-        completion_time=max(ends.values()), stream_times=ends, link_bytes=eng.link_bytes,
-        link_peak_flows=eng.peak, topology=topology, traffic=traffic, routing=routing,
-        solves=eng.solves, steps_simulated=eng.simulated, steps_reused=eng.reused)
+        completion_time=max(ends.values()), stream_times=ends, link_bytes=f.link_bytes,
+        link_peak_flows=f.peak, topology=topology, traffic=traffic, routing=routing,
+        solves=f.solves, steps_simulated=eng.simulated, steps_reused=eng.reused, flows_resolved=f.resolved)
 
