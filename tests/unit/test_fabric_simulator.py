@@ -121,3 +121,51 @@ def test_adaptive_can_lose_to_ecmp_as_documented():
     times = {r: simulate(t, tr, parse_routing(r)).completion_time for r in ("ecmp", "adaptive", "spray")}
     assert min(times.values()) >= 2e-3
     assert times["adaptive"] > 1.1 * times["ecmp"]  # 2.69 ms vs 2.32 ms (seed 0); spray 2.05 ms
+
+
+def _same_run(a, b):
+    assert a.completion_time == pytest.approx(b.completion_time, rel=1e-9)
+    for name, t in a.stream_times.items():
+        assert t == pytest.approx(b.stream_times[name], rel=1e-9)
+    assert np.allclose(a.link_bytes, b.link_bytes, rtol=1e-9, atol=1.0)
+    assert np.array_equal(a.link_peak_flows, b.link_peak_flows)
+    assert a.solves == b.solves and a.steps_simulated == b.steps_simulated
+
+
+def _traffics():
+    from willitscale.fabric.step import ParallelLayout, StepComm, step_traffic
+    from willitscale.fabric.traffic import incast_traffic, jobs_traffic
+    from willitscale.topology import fat_tree
+
+    ro = rail_optimized(nodes=8, gpus_per_node=4, radix=8, oversubscription=2, links=LINKS)
+    ft = fat_tree(k=8, nodes=8, gpus_per_node=4, oversubscription=2, links=LINKS)
+    yield "ring, flat placement", ro, collective_traffic(ro, "all_reduce", 3e8, placement="flat")
+    yield "two interleaved jobs", ro, jobs_traffic(ro, 2, "all_reduce", 2e8, layout="interleaved")
+    yield "all_to_all", ro, collective_traffic(ro, "all_to_all", 1e8)
+    yield "incast", ro, incast_traffic([4 * n for n in range(1, 8)], 0, 1e8)
+    comm = StepComm(tp_bytes=5e7, tp_count=2, pp_bytes=5e7, pp_count=2, dp_bytes=4e8)
+    yield "training step", ft, step_traffic(ft, ParallelLayout(tp=4, pp=2, dp=4), comm)
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "spray", "adaptive", "rail"])
+@pytest.mark.parametrize("case", list(range(5)))
+def test_incremental_solver_simulates_what_the_full_re_solve_does(case, routing):
+    # issue 15: the simulator re-solves only what an event touches; the old way (every flow in
+    # flight re-solved at every event, by the reference solver) must give the same run
+    _, topo, traffic = list(_traffics())[case]
+    if routing == "rail" and topo.kind == "fat-tree":
+        pytest.skip("rail routing is for rail fabrics")
+    rt = parse_routing(routing, seed=7)
+    for reuse in (True, False):
+        new = simulate(topo, traffic, rt, reuse_phases=reuse)
+        old = simulate(topo, traffic, rt, reuse_phases=reuse, solver="reference")
+        _same_run(new, old)
+        assert new.flows_resolved <= old.flows_resolved
+
+
+def test_unknown_solver_is_a_config_error():
+    from willitscale.errors import ConfigError
+
+    t = nvswitch_node(gpus_per_node=2, links=LINKS)
+    with pytest.raises(ConfigError, match="solver"):
+        simulate(t, Traffic([_one([0], [1], 1e9)]), solver="fast")
