@@ -254,3 +254,26 @@ def test_dragonfly_reports_uneven_cables_between_group_pairs():
     # a single leaf (one rail, few servers) has no uplinks and reports none
     one = rail_optimized(nodes=4, gpus_per_node=1, oversubscription=4)
     assert one.params["uplinks_per_leaf"] == 0 and "effective_oversubscription" not in one.params
+
+
+@pytest.mark.parametrize("batch", [256, 5])
+def test_hop_distances_of_all_destinations_at_once_are_breadth_first_distances(batch, monkeypatch):
+    # the router's one-bit-per-destination search must give scipy's BFS distance from every
+    # switch to every destination switch, over more than 64 destinations (several words), in
+    # batches of any size; -1 where a switch cannot reach the destination (none here)
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    from willitscale.topology import routing
+    from willitscale.topology.graph import VertexKind
+
+    monkeypatch.setattr(routing, "_DIST_BATCH", batch)
+    for t in (TopologySpec(kind="fat-tree", params=dict(k=8, tiers=3, gpus_per_node=1)).build(),  # 80 switches
+              dragonfly(groups=4, routers_per_group=4, global_links=2, nodes_per_router=2, gpus_per_node=1),
+              torus(dims=(4, 3, 2), gpus_per_node=1)):
+        sw = np.flatnonzero(t.vertex_kind == VertexKind.SWITCH)
+        keep = np.isin(t.link_src, sw) & np.isin(t.link_dst, sw)
+        adj = csr_matrix((np.ones(keep.sum()), (t.link_src[keep], t.link_dst[keep])), shape=(t.vertices,) * 2)
+        want = shortest_path(adj, unweighted=True, directed=True)[np.ix_(sw, sw)]  # [from, to]
+        got = np.array(Router(t).distances(sw.tolist())).T  # per destination: from every switch
+        assert np.array_equal(got, np.where(np.isfinite(want), want, -1))

@@ -29,7 +29,6 @@ from enum import StrEnum
 
 import numpy as np
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import shortest_path
 
 from willitscale.errors import ConfigError
 from willitscale.topology.graph import Topology, VertexKind
@@ -78,6 +77,9 @@ def parse_routing(name: str, *, seed: int = 0, pxn: bool = False) -> Routing:
     return Routing(balance=balance, pxn=rail or pxn, seed=seed)
 
 
+#: destinations searched together (one bit each): 256 x 8 bytes per switch at a time
+_DIST_BATCH = 256
+
 _M1, _M2, _GOLD = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -114,15 +116,8 @@ class Routes:
         return csr_matrix((self.frac, (self.flow, self.link)), shape=(self.latency.size, n_links))
 
 
-@dataclass(frozen=True, slots=True)
-class _Dag:
-    dist: np.ndarray  # hops from each vertex to the destination switch (-1: unreachable)
-    indptr: np.ndarray  # CSR over vertices of the next-hop links
-    links: np.ndarray
-
-
 class Router:
-    """Routes flows on one topology; caches per-destination next-hop tables (per instance)."""
+    """Routes flows on one topology; caches hop distances to each destination switch."""
 
     def __init__(self, topology: Topology):
         t = self.topology = topology
@@ -130,43 +125,91 @@ class Router:
         self.nvl_up, self.nvl_down = t.nvlink_links()
         self.gpu_switch = np.where(self.nic_up >= 0, t.link_dst[np.maximum(self.nic_up, 0)], -1)
         is_sw = t.vertex_kind == VertexKind.SWITCH
-        self._sw_links = np.flatnonzero(is_sw[t.link_src] & is_sw[t.link_dst])
-        n = t.vertices
-        adj = csr_matrix((np.ones(self._sw_links.size), (t.link_dst[self._sw_links], t.link_src[self._sw_links])),
-                         shape=(n, n))
-        self._reverse_adj = adj
-        self._dags: dict[int, _Dag] = {}
+        switches = np.flatnonzero(is_sw)
+        self._sw = np.full(t.vertices, -1, dtype=np.int64)  # vertex -> switch number
+        self._sw[switches] = np.arange(switches.size)
+        links = np.flatnonzero(is_sw[t.link_src] & is_sw[t.link_dst])
+        links = links[np.argsort(t.link_src[links], kind="stable")]  # by source, then link number
+        self._out = links  #: switch-to-switch links grouped by source switch
+        self._out_ptr = np.zeros(switches.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self._sw[t.link_src[links]], minlength=switches.size), out=self._out_ptr[1:])
+        self._out_dst = self._sw[t.link_dst[links]]
+        self._dist: dict[int, np.ndarray] = {}
         self._spray: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     # -- next-hop tables -------------------------------------------------------------
-    def dag(self, target: int) -> _Dag:
-        """Minimal next hops towards switch ``target`` from every switch."""
-        cached = self._dags.get(target)
-        if cached is not None:
-            return cached
-        t = self.topology
-        d = shortest_path(self._reverse_adj, unweighted=True, indices=target, directed=True)
-        dist = np.where(np.isfinite(d), d, -1).astype(np.int64)
-        s, e = t.link_src[self._sw_links], t.link_dst[self._sw_links]
-        ok = (dist[s] >= 0) & (dist[e] >= 0) & (dist[s] == dist[e] + 1)
-        links = self._sw_links[ok]
-        links = links[np.argsort(t.link_src[links], kind="stable")]
-        indptr = np.searchsorted(t.link_src[links], np.arange(t.vertices + 1))
-        dag = self._dags[target] = _Dag(dist, indptr, links)
-        return dag
+    def distances(self, targets) -> list[np.ndarray]:
+        """Hops from every switch (by switch number) to each switch vertex of ``targets``
+        (-1: unreachable), all at once: a breadth-first search backwards from every target
+        together, one bit per target, so the switch links are swept once per hop, not once
+        per hop per target. Cached per target."""
+        targets = [int(x) for x in targets]
+        todo = sorted({x for x in targets if x not in self._dist})
+        for first in range(0, len(todo), _DIST_BATCH):
+            batch = todo[first:first + _DIST_BATCH]
+            for x, d in zip(batch, self._search(self._sw[np.asarray(batch)])):
+                self._dist[x] = d
+        return [self._dist[x] for x in targets]
+
+    def _search(self, targets: np.ndarray) -> np.ndarray:
+        """Rows: hop distances (int32, -1 unreachable) from every switch to each of ``targets``."""
+        n, k = self._out_ptr.size - 1, targets.size
+        words = (k + 63) // 64
+        reach = np.zeros((n, words), dtype=np.uint64)  # bit j: reaches target j in <= hops
+        bytes_ = reach.view(np.uint8)
+        col = np.arange(k)
+        bytes_[targets, col // 8] |= (1 << (col % 8)).astype(np.uint8)
+        dist = np.full((k, n), -1, dtype=np.int32)
+        dist[col, targets] = 0
+        has_out = np.flatnonzero(np.diff(self._out_ptr) > 0)
+        starts = self._out_ptr[has_out]
+        hops = 0
+        while True:
+            hops += 1
+            new = reach.copy()
+            for w in range(words):  # one word column at a time keeps the gathered array small
+                new[has_out, w] |= np.bitwise_or.reduceat(reach[self._out_dst, w], starts)
+            fresh = new & ~reach
+            if not fresh.any():
+                return dist
+            sw, j = np.nonzero(np.unpackbits(fresh.view(np.uint8), axis=1, bitorder="little")[:, :k])
+            dist[j, sw] = hops
+            reach = new
+
+    def next_hops(self, switches: np.ndarray, dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The links one hop closer (``dist``: from :meth:`distances`) out of each of
+        ``switches`` (vertices): ``(ptr, links)``, switch ``i``'s in ``links[ptr[i]:ptr[i+1]]``,
+        in order of link number."""
+        sw = self._sw[switches]
+        starts, ends = self._out_ptr[sw], self._out_ptr[sw + 1]
+        counts = ends - starts
+        total = int(counts.sum())
+        pos = np.arange(total) + np.repeat(starts - (np.cumsum(counts) - counts), counts)
+        owner = np.repeat(np.arange(sw.size), counts)
+        ok = dist[self._out_dst[pos]] == dist[sw][owner] - 1
+        ptr = np.zeros(sw.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(owner[ok], minlength=sw.size), out=ptr[1:])
+        return ptr, self._out[pos[ok]]
+
+    def hops_to(self, target: int, switches: np.ndarray) -> np.ndarray:
+        """Hops from each of ``switches`` (vertices) to switch ``target`` (-1: unreachable)."""
+        return self.distances([target])[0][self._sw[np.asarray(switches, dtype=np.int64)]]
 
     def spray_split(self, source: int, target: int) -> tuple[np.ndarray, np.ndarray]:
         """Links and byte fractions of a flow sprayed evenly at every hop from ``source``."""
         key = (source, target)
         if key in self._spray:
             return self._spray[key]
-        dag, t = self.dag(target), self.topology
+        t = self.topology
+        dist = self.distances([target])[0]
         mass = {source: 1.0}
         out_links, out_frac = [], []
-        for _ in range(int(dag.dist[source])):
+        for _ in range(int(dist[self._sw[source]])):
             nxt: dict[int, float] = {}
-            for u, m in mass.items():
-                opts = dag.links[dag.indptr[u]:dag.indptr[u + 1]]
+            us = np.fromiter(mass, dtype=np.int64, count=len(mass))
+            ptr, links = self.next_hops(us, dist)
+            for i, m in enumerate(mass.values()):
+                opts = links[ptr[i]:ptr[i + 1]]
                 share = m / opts.size
                 out_links.append(opts)
                 out_frac.append(np.full(opts.size, share))
@@ -227,20 +270,23 @@ class Router:
         s_sw, d_sw = self.gpu_switch[sender[flows]], self.gpu_switch[dst[flows]]
         cross = s_sw != d_sw
         flows, s_sw, d_sw = flows[cross], s_sw[cross], d_sw[cross]
-        for target in np.unique(d_sw).tolist():
-            sel = d_sw == target
-            fl, sources = flows[sel], s_sw[sel]
-            dag = self.dag(target)
-            if np.any(dag.dist[sources] < 0):
-                bad = int(fl[dag.dist[sources] < 0][0])
+        order = np.argsort(d_sw, kind="stable")  # flows grouped by destination switch
+        flows, s_sw, d_sw = flows[order], s_sw[order], d_sw[order]
+        targets, first = np.unique(d_sw, return_index=True)
+        bounds = np.r_[first, d_sw.size]
+        for target, dist, a, b in zip(targets.tolist(), self.distances(targets), bounds[:-1], bounds[1:]):
+            fl, sources = flows[a:b], s_sw[a:b]
+            far = dist[self._sw[sources]]
+            if np.any(far < 0):
+                bad = int(fl[far < 0][0])
                 raise ConfigError(f"no route from GPU {int(sender[bad])} to GPU {int(dst[bad])} on this "
                                   f"{t.kind} fabric (cross-rail traffic needs rail-aware routing: --routing rail)")
             if routing.balance is Balance.SPRAY:
                 self._spray_flows(parts, latency, fl, sources, target)
             elif routing.balance is Balance.ECMP:
-                self._ecmp_flows(parts, latency, fl, sources, dag, sender, dst, key, routing.seed)
+                self._ecmp_flows(parts, latency, fl, sources, dist, sender, dst, key, routing.seed)
             else:
-                self._adaptive_flows(parts, latency, fl, sources, dag, sender, dst, key, routing.seed, load)
+                self._adaptive_flows(parts, latency, fl, sources, dist, sender, dst, key, routing.seed, load)
 
     def _spray_flows(self, parts, latency, flows, sources, target) -> None:
         lat = self.topology.link_latency
@@ -250,30 +296,35 @@ class Router:
             parts.append((np.repeat(fl, links.size), np.tile(links, fl.size), np.tile(frac, fl.size)))
             latency[fl] += float(np.dot(frac, lat[links]))
 
-    def _ecmp_flows(self, parts, latency, flows, sources, dag, sender, dst, key, seed) -> None:
+    def _ecmp_flows(self, parts, latency, flows, sources, dist, sender, dst, key, seed) -> None:
         t = self.topology
         cur = sources.copy()
         h = flow_hash(seed, sender[flows], dst[flows], key[flows])
-        for _ in range(int(dag.dist[sources].max())):
-            live = np.flatnonzero(dag.dist[cur] > 0)
+        for _ in range(int(dist[self._sw[sources]].max())):
+            live = np.flatnonzero(dist[self._sw[cur]] > 0)
             if not live.size:
                 break
             u = cur[live]
-            deg = dag.indptr[u + 1] - dag.indptr[u]
+            at, which = np.unique(u, return_inverse=True)
+            ptr, options = self.next_hops(at, dist)
+            deg = (ptr[1:] - ptr[:-1])[which]
             pick = (flow_hash(seed, h[live], u) % deg.astype(np.uint64)).astype(np.int64)
-            links = dag.links[dag.indptr[u] + pick]
+            links = options[ptr[which] + pick]
             parts.append((flows[live], links, np.ones(live.size)))
             latency[flows[live]] += t.link_latency[links]
             cur[live] = t.link_dst[links]
 
-    def _adaptive_flows(self, parts, latency, flows, sources, dag, sender, dst, key, seed, load) -> None:
+    def _adaptive_flows(self, parts, latency, flows, sources, dist, sender, dst, key, seed, load) -> None:
         t = self.topology
         h = flow_hash(seed, sender[flows], dst[flows], key[flows])
         cap = t.link_capacity
+        hops: dict[int, np.ndarray] = {}  # next hops from a switch towards this destination
         for i in range(flows.size):  # sequential by nature: each choice sees the ones before
             u, chosen = int(sources[i]), []
-            while dag.dist[u] > 0:
-                opts = dag.links[dag.indptr[u]:dag.indptr[u + 1]]
+            while dist[self._sw[u]] > 0:
+                opts = hops.get(u)
+                if opts is None:
+                    opts = hops[u] = self.next_hops(np.array([u]), dist)[1]
                 score = (load[opts] + 1.0) / cap[opts]
                 best = opts[score <= score.min() * (1 + 1e-12)]
                 link = int(best[int(h[i] % np.uint64(best.size))])
