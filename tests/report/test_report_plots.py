@@ -9,7 +9,7 @@ pytest.importorskip("matplotlib")
 
 from willitscale.report.plots.base import png_bytes, svg_text, write_charts  # noqa: E402
 from willitscale.report.style import COLORS  # noqa: E402
-from willitscale.report.timeline import Span, Timeline  # noqa: E402
+from willitscale.estimation.timeline import Span, Timeline  # noqa: E402
 
 GIB = 2**30
 
@@ -139,8 +139,8 @@ def test_a_pipeline_timeline_shows_its_bubble_in_the_bubble_colour():
     # forward (the pipeline filling) and half after the last backward (draining)
     from matplotlib.colors import to_hex
 
-    from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import estimate
+    from willitscale.scenario.build import build_scenario
+    from willitscale.estimation.estimate import estimate
     from willitscale.report.figures import timeline_chart
 
     est = estimate(build_scenario({"model": "gpt3-175b", "gpu": "a100-80gb", "nodes": 128,
@@ -192,8 +192,8 @@ def test_memory_chart_adds_up_to_the_estimates_total_and_marks_the_usable_memory
     # seeds/000's 2B job: weights 2 B + gradients 4 B + Adam 12 B per parameter, plus the DDP
     # bucket copy of the gradients (4 B): 22 x 2e9 = 44e9 bytes = 41.0 GiB; a plan may fill 0.9
     # of 80 GiB = 72 GiB
-    from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import estimate
+    from willitscale.scenario.build import build_scenario
+    from willitscale.estimation.estimate import estimate
     from willitscale.report.figures import memory_chart
 
     est = estimate(build_scenario({"params": 2e9, "gpu": "a100-80gb", "nodes": 4,

@@ -257,7 +257,7 @@ def test_plan_expert_parallel_on_a_dense_model(cli):
 
 # -------------------------------------------- item 14: calibrate picks a run it can fit
 def _failed_run(kind="matmul") -> int:
-    from willitscale.bench.store import Store
+    from willitscale.results.store import Store
 
     with Store() as store:
         run = store.start_run(kind, options={}, environment={"world_size": 1, "nodes": 1,
@@ -267,8 +267,8 @@ def _failed_run(kind="matmul") -> int:
 
 
 def test_calibrate_passes_over_a_failed_latest_run(cli):
-    from willitscale.bench.records import CollectiveRow
-    from willitscale.bench.store import Store
+    from willitscale.results.records import CollectiveRow
+    from willitscale.results.store import Store
     from willitscale.collectives.ops import Op
 
     env = {"world_size": 2, "nodes": 2, "ranks_per_node": 1, "backend": "gloo", "devices": ["cpu"],

@@ -22,11 +22,16 @@ from collections.abc import Callable
 
 from willitscale.bench.options import DTYPES, CollectiveOptions
 from willitscale.bench.progress import progress
-from willitscale.bench.records import CollectiveRow
 from willitscale.bench.sweep import CollectiveShape, collective_shape, sweep_sizes
-from willitscale.bench.verify import buffer_modes, count_wrong, fill_and_expect, make_buffers
+from willitscale.bench.verify import (
+    buffer_modes,
+    count_wrong,
+    fill_and_expect,
+    make_buffers,
+)
 from willitscale.collectives.ops import Op
 from willitscale.errors import ConfigError
+from willitscale.results.records import CollectiveRow
 
 __all__ = ["run_collectives", "sweep_shapes"]
 

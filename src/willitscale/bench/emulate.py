@@ -49,8 +49,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from willitscale.bench.environment import pid_alive
 from willitscale.errors import BenchmarkError, ConfigError
+from willitscale.results.store import pid_alive
 from willitscale.units import format_bandwidth
 
 __all__ = ["EmulatedCluster", "check_prerequisites", "cleanup_stale", "PREFIX"]

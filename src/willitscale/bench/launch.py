@@ -1,4 +1,4 @@
-"""The built-in launcher: start a node's ranks as ``python -m willitscale.bench`` processes.
+"""The built-in launcher: start a node's ranks as ``python -m willitscale bench`` processes.
 
 Single node (``--nproc N``): the launcher hosts the rendezvous store on a port the kernel picks
 (port 0), so no port is fixed or guessed, and passes it to the workers. Several nodes (what
@@ -186,7 +186,7 @@ def launch(kind: str, job_json: Mapping, spec: LaunchSpec) -> int:
         for local_rank in range(spec.nproc):
             is_rank0 = spec.node_rank == 0 and local_rank == 0
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "willitscale.bench", kind],
+                [sys.executable, "-m", "willitscale", "bench", kind],
                 env=_worker_env(spec, local_rank, port, payload),
                 stdout=subprocess.PIPE if is_rank0 else subprocess.DEVNULL, text=True))
             if is_rank0:

@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 from willitscale.bench.options import MatmulOptions
 from willitscale.bench.progress import progress
-from willitscale.bench.records import MatmulRow
 from willitscale.errors import BenchmarkError
+from willitscale.results.records import MatmulRow
 
 __all__ = ["run_matmul"]
 

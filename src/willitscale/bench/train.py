@@ -38,7 +38,7 @@ from willitscale.bench.gpt import GPT, batches, load_text
 from willitscale.bench.models import bench_model
 from willitscale.bench.options import TrainOptions
 from willitscale.bench.progress import progress
-from willitscale.bench.records import TrainRow
+from willitscale.results.records import TrainRow
 
 __all__ = ["run_train"]
 

@@ -18,7 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from willitscale.bench.environment import host_facts, node_id, summarize_environment, torch_facts
+from willitscale.bench.environment import (
+    host_facts,
+    node_id,
+    summarize_environment,
+    torch_facts,
+)
 from willitscale.bench.options import OPTION_TYPES
 from willitscale.errors import ConfigError
 
@@ -133,7 +138,7 @@ def run_job(job: Job) -> JobResult:
         if ctx.rank == 0:
             result.environment = environment
             if job.store:
-                from willitscale.bench.store import Store
+                from willitscale.results.store import Store
 
                 store = Store()
                 result.run_id = store.start_run(job.kind, options=job.options.to_json(),

@@ -6,7 +6,7 @@ parts, through torch.distributed (NCCL on GPUs, Gloo on CPUs). Every run is kept
 store. docs/measure.md.
 
 Three ways to start the ranks: ``--nproc N`` here (the built-in spawner), ``torchrun ... -m
-willitscale.bench <kind> ...`` (each process is one worker), or inside ``willitscale
+willitscale bench <kind> ...`` (each process is one worker), or inside ``willitscale
 emulate`` (which tells the spawner its node's place). Rank 0 stores each row as it is measured
 and prints the table (or ``--json``) at the end.
 """
@@ -21,8 +21,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from willitscale.bench.options import (OPTIONS_ENV, add_collective_args, add_matmul_args,
-                                       add_train_args, options_from_args)
+from willitscale.bench.options import (
+    OPTIONS_ENV,
+    add_collective_args,
+    add_matmul_args,
+    add_train_args,
+    options_from_args,
+)
 
 __all__ = ["register", "table_of"]
 
@@ -39,7 +44,7 @@ _ABOUT = {
                     "sync; algbw = size / time, busbw = algbw x the op's factor; #wrong counts "
                     "elements off the exact expectation.",
                     ("willitscale bench collectives --nproc 8 --ops all_reduce -b 1MB -e 1GB --plot figs",
-                     "torchrun --standalone --nproc-per-node=gpu -m willitscale.bench collectives "
+                     "torchrun --standalone --nproc-per-node=gpu -m willitscale bench collectives "
                      "-b 1MB -e 1GB",
                      "willitscale bench collectives --nproc 2 --ops all -b 1kB -e 64kB --mode both")),
     "matmul": ("What FLOP/s do matrix products reach on these devices, per size and dtype? (On a "

@@ -40,7 +40,7 @@ def register(subparsers) -> None:
 
 
 def _default_path(created: str) -> Path:
-    from willitscale.bench.store import home
+    from willitscale.results.store import home
 
     stamp = created.replace("-", "").replace(":", "").replace("+0000", "")[:15]
     folder = home() / "calibrations"
@@ -105,10 +105,10 @@ def _latest_fittable(store) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from willitscale.bench.store import Store, now_iso
     from willitscale.calibrate.build import calibrate
     from willitscale.calibrate.runs import measured_run
     from willitscale.cli.output import print_json
+    from willitscale.results.store import Store, now_iso
 
     created = now_iso()
     with Store() as store:

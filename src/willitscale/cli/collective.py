@@ -57,9 +57,20 @@ def _ranks(text: str, field: str) -> int:
 
 def build_network(args) -> tuple[object, list[str]]:
     """The network from the flags, and the assumptions made for what was not given."""
-    from willitscale.collectives.network import DEFAULT_INTRA_LATENCY, DEFAULT_LINK, Hierarchy, LinkCost
+    from willitscale.collectives.network import (
+        DEFAULT_INTRA_LATENCY,
+        DEFAULT_LINK,
+        Hierarchy,
+        LinkCost,
+    )
     from willitscale.errors import ConfigError
-    from willitscale.units import format_bandwidth, format_time, parse_bandwidth, parse_ports, parse_time
+    from willitscale.units import (
+        format_bandwidth,
+        format_time,
+        parse_bandwidth,
+        parse_ports,
+        parse_time,
+    )
 
     notes: list[str] = []
     if args.link is not None or args.node is not None:
@@ -139,7 +150,13 @@ def _size_note(op) -> str | None:
 
 
 def run(args) -> int:
-    from willitscale.collectives import collective_cost, fastest, not_applicable_reason, parse_algorithm, parse_op
+    from willitscale.collectives import (
+        collective_cost,
+        fastest,
+        not_applicable_reason,
+        parse_algorithm,
+        parse_op,
+    )
     from willitscale.collectives.algorithms import PREFERENCE
     from willitscale.units import parse_size
 

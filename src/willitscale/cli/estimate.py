@@ -75,9 +75,9 @@ def _scenario_json(scenario) -> dict:
 def _scenario_or_verdict(settings):
     """The scenario; when its batch does not split but the plan would not fit in memory with
     any split, the out-of-memory verdict instead (the more fundamental answer)."""
-    from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import out_of_memory_verdict
-    from willitscale.plan.plan import BatchNotDivisible
+    from willitscale.estimation.estimate import out_of_memory_verdict
+    from willitscale.scenario.build import build_scenario
+    from willitscale.scenario.plan import BatchNotDivisible
 
     try:
         return build_scenario(settings)
@@ -113,8 +113,7 @@ def print_verdict(verdict, *, as_json: bool) -> int:
 def run(args: argparse.Namespace) -> int:
     from willitscale.cli.estimate_text import print_estimate
     from willitscale.cli.output import print_json
-    from willitscale.plan.estimate import estimate
-
+    from willitscale.estimation.estimate import estimate
     from willitscale.report.timeline import check_width
 
     check_width(args.width, "--width")  # before the work, not after the output
@@ -146,9 +145,9 @@ def run_default() -> int:
     from willitscale.cli.estimate_text import print_estimate
     from willitscale.cli.output import console
     from willitscale.cli.scale import print_scaling
-    from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import estimate
+    from willitscale.estimation.estimate import estimate
     from willitscale.plan.scaling import scaling_rows
+    from willitscale.scenario.build import build_scenario
 
     out = console()
     out.print(f"[bold]willitscale[/bold] — {DEFAULT_SETTINGS['name']}\n")

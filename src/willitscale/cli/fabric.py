@@ -385,7 +385,7 @@ def _step_traffic(args, topo, size):
 def _simulate_streams(args, topo, size, seeds) -> dict:
     import numpy as np
 
-    from willitscale.fabric.flows import Traffic
+    from willitscale.collectives.phases import Traffic
     from willitscale.fabric.report import link_report, traffic_matrix
     from willitscale.fabric.simulator import simulate
 
@@ -415,7 +415,7 @@ def _simulate_streams(args, topo, size, seeds) -> dict:
 
 def _incast_summary(topo, traffic, res, seed, args) -> dict:
     """The incast in numbers: fan-in, what one sender alone takes, the slowdown, the receiver link."""
-    from willitscale.fabric.flows import Phase, Stream, Traffic
+    from willitscale.collectives.phases import Phase, Stream, Traffic
     from willitscale.fabric.simulator import simulate
 
     phase = traffic.streams[0].phases[0]

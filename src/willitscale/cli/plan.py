@@ -91,9 +91,9 @@ def _words(text, field, allowed):
 def space_from_args(args, memory_fraction: float | None = None):
     """The search space the flags give; ``memory_fraction`` is the scenario's (the flag, a
     scenario file's ``memory_fraction``, else the default), so plan and estimate agree."""
-    from willitscale.plan.memory import DEFAULT_MEMORY_FRACTION
-    from willitscale.plan.plan import PP_SCHEDULES, RECOMPUTE
+    from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
     from willitscale.plan.search import SearchSpace
+    from willitscale.scenario.plan import PP_SCHEDULES, RECOMPUTE
 
     given = {
         "tp": _ints(args.tp, "tp"), "pp": _ints(args.pp, "pp"), "cp": _ints(args.cp, "cp"),
@@ -112,7 +112,6 @@ def planning_settings(settings: dict, gpus: int | None) -> dict:
     """``settings`` without the batch split, on ``gpus`` GPUs as whole nodes (when given)."""
     from willitscale.errors import ConfigError
     from willitscale.hardware import build_cluster
-
     from willitscale.plan.search import MAX_GPUS
 
     base = {k: v for k, v in settings.items() if k not in ("global_batch", "micro_batch", "grad_accum")}
@@ -138,14 +137,14 @@ def planning_settings(settings: dict, gpus: int | None) -> dict:
 
 def scenario_for(settings: dict, gpus: int | None):
     """The model and cluster to plan on: ``gpus`` GPUs, as whole nodes."""
-    from willitscale.plan.build import build_scenario
+    from willitscale.scenario.build import build_scenario
 
     return build_scenario({**planning_settings(settings, gpus), "micro_batch": 1})
 
 
 def run(args: argparse.Namespace) -> int:
-    from willitscale.cli.plan_output import plan_json, print_plans
     from willitscale.cli.output import print_json
+    from willitscale.cli.plan_output import plan_json, print_plans
     from willitscale.errors import ConfigError
     from willitscale.plan.search import search
 

@@ -87,7 +87,7 @@ def register(subparsers) -> None:
 
 
 def _store():
-    from willitscale.bench.store import Store
+    from willitscale.results.store import Store
 
     return Store()
 
@@ -210,9 +210,9 @@ def _key_text(kind: str, key: tuple) -> str:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from willitscale.bench.repeats import compare_runs, metric_of, setup_signature
     from willitscale.cli.output import print_json, print_table
     from willitscale.errors import ConfigError
+    from willitscale.results.repeats import compare_runs, metric_of, setup_signature
 
     with _store() as store:
         if args.run_ids:
@@ -285,8 +285,8 @@ def _source_store_path(text: str) -> Path:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    from willitscale.bench.store import Store
     from willitscale.cli.output import print_json, print_table
+    from willitscale.results.store import Store
 
     sources = [_source_store_path(text) for text in args.stores]  # all checked before any copy
     records = []

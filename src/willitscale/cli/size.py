@@ -67,7 +67,7 @@ def _deadline(args: argparse.Namespace) -> float | None:
 
 def _total_flops(args: argparse.Namespace, params: float | None) -> float | None:
     from willitscale.plan.sizing import training_flops
-    from willitscale.units import parse_flop_rate, parse_count
+    from willitscale.units import parse_count, parse_flop_rate
 
     given = [n for n in ("zflops", "flops") if getattr(args, n) is not None]
     if len(given) > 1:

@@ -30,6 +30,7 @@ from willitscale.collectives.cost import CollectiveCost, collective_costs
 from willitscale.collectives.network import DEFAULT_LINK, Network
 from willitscale.collectives.ops import Op, parse_op
 from willitscale.errors import ConfigError
+from willitscale.units import format_time
 
 __all__ = ["DEFAULT_TOLERANCE", "Choice", "fastest"]
 
@@ -125,8 +126,6 @@ def _take(costs, field, index):
 
 
 def _reason(costs: tuple[CollectiveCost, ...], i: int, j: int, tolerance: float) -> str:
-    from willitscale.units import format_time
-
     chosen = costs[i]
     if float(chosen.time) == 0:
         return "with one rank (or nothing to send) every algorithm costs 0; ring is the default"

@@ -23,8 +23,8 @@ from types import MappingProxyType
 import numpy as np
 from scipy.sparse import csr_matrix, vstack
 
+from willitscale.collectives.phases import Phase, Traffic
 from willitscale.errors import ConfigError
-from willitscale.fabric.flows import Phase, Traffic
 from willitscale.fabric.maxmin import max_min_fair
 from willitscale.topology.graph import Topology
 from willitscale.topology.routing import Balance, Router, Routing

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from willitscale.collectives.ops import Op
+from willitscale.collectives.phases import Phase, Stream, Traffic
 from willitscale.errors import ConfigError
-from willitscale.fabric.flows import Phase, Stream, Traffic
 from willitscale.fabric.traffic import CollectiveCall, call_phases
 from willitscale.topology.graph import Topology
 

@@ -17,7 +17,15 @@ from typing import Any
 
 from willitscale.config import Table
 from willitscale.errors import ConfigError
-from willitscale.hardware.model import DTYPES, INTRA_TOPOLOGIES, Gpu, Link, LinkKind, Node, Switch
+from willitscale.hardware.model import (
+    DTYPES,
+    INTRA_TOPOLOGIES,
+    Gpu,
+    Link,
+    LinkKind,
+    Node,
+    Switch,
+)
 from willitscale.units import BITS_PER_BYTE, parse_bandwidth, parse_size, parse_time
 
 __all__ = ["LinkDefaults", "encoding_efficiency", "read_defaults", "read_link", "read_switch",

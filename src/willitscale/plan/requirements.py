@@ -36,7 +36,7 @@ Where seeds/001 slips (reproduced in docs/reproductions.md):
 These closed forms assume bandwidth-bound transfers on one level. :func:`link_requirement`
 answers the same question with the full model (buckets, latencies, the overlap, the model's
 NCCL-like algorithm choice, whichever level limits) by bisection, with the criterion the
-estimate's bottleneck verdict uses (:mod:`willitscale.plan.levers`), so the two agree.
+estimate's bottleneck verdict uses (:mod:`willitscale.estimation.levers`), so the two agree.
 """
 
 from __future__ import annotations
@@ -44,6 +44,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from willitscale.collectives.cost import collective_cost
+from willitscale.errors import ConfigError
+from willitscale.estimation.estimate import estimate_in_context
+from willitscale.estimation.levers import (
+    BANDWIDTH_RANGE,
+    BANDWIDTH_RTOL,
+    limiting_level,
+    needed_bandwidth,
+    outcome,
+    scaled_context,
+)
+from willitscale.scenario.batch import PlanBatch
+from willitscale.step.engine import make_context
 
 __all__ = [
     "required_node_bandwidth", "article_001_rule", "allreduce_node_bytes", "least_link_bandwidth",
@@ -96,7 +110,6 @@ def level_bytes(allreduce, level: str, size: float, algorithm: str) -> float:
     its bandwidth term with the other level made free, times that level's bandwidth."""
     from dataclasses import replace
 
-    from willitscale.collectives.cost import collective_cost
 
     free = 1e30
     if level == "intra":
@@ -134,16 +147,11 @@ class LinkRequirement:
 
 def link_requirement(scenario, *, max_exposed_share: float = 0.05, limit: float | None = None,
                      rtol: float | None = None) -> LinkRequirement:
-    """The limiting level (:func:`~willitscale.plan.levers.limiting_level`) and its least line
+    """The limiting level (:func:`~willitscale.estimation.levers.limiting_level`) and its least line
     rate at which exposed communication is at most ``max_exposed_share`` of the step, searched in
     ``[now / limit, now x limit]`` (a requirement may be below what the link has) to ``rtol``, by
-    :func:`~willitscale.plan.levers.needed_bandwidth`, the search behind the estimate's bandwidth
-    fix (defaults: :data:`~willitscale.plan.levers.BANDWIDTH_RANGE`, ``BANDWIDTH_RTOL``)."""
-    from willitscale.errors import ConfigError
-    from willitscale.plan.batch import PlanBatch
-    from willitscale.plan.engine import make_context
-    from willitscale.plan.levers import (BANDWIDTH_RANGE, BANDWIDTH_RTOL, limiting_level,
-                                         needed_bandwidth, outcome, scaled_context)
+    :func:`~willitscale.estimation.levers.needed_bandwidth`, the search behind the estimate's bandwidth
+    fix (defaults: :data:`~willitscale.estimation.levers.BANDWIDTH_RANGE`, ``BANDWIDTH_RTOL``)."""
 
     if not 0 < max_exposed_share < 1:
         raise ConfigError("max_exposed_share", max_exposed_share, "a fraction in (0, 1)")
@@ -184,7 +192,6 @@ def least_link_bandwidth(scenario, *, max_exposed_share: float = 0.05,
     communication is at most ``max_exposed_share`` of the step, with the full estimate there.
     ``(None, estimate)`` when that level alone cannot get there.
     """
-    from willitscale.plan.estimate import estimate_in_context
 
     req = link_requirement(scenario, max_exposed_share=max_exposed_share, limit=limit)
     return req.needed, estimate_in_context(scenario, req.context, allow_oom=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from willitscale.errors import ConfigError
-from willitscale.report.timeline import LANES, Timeline
+from willitscale.estimation.timeline import LANES, Timeline
 
 __all__ = ["chrome_trace", "write_chrome_trace"]
 
@@ -24,8 +24,6 @@ _US = 1e6  # trace timestamps are microseconds
 def chrome_trace(timeline: Timeline, *, steps: int = 1, process_name: str = "rank 0") -> dict[str, Any]:
     """The trace-event JSON object for ``steps`` consecutive identical steps."""
     if steps < 1:
-        from willitscale.errors import ConfigError
-
         raise ConfigError("steps", steps, "an integer >= 1")
     tid = {lane: i for i, lane in enumerate(LANES)}
     events: list[dict[str, Any]] = [

@@ -23,6 +23,7 @@ from types import MappingProxyType
 
 from willitscale.config import Table, load_toml
 from willitscale.errors import ConfigError, UnknownNameError
+from willitscale.workload.hf import load_hf_config
 from willitscale.workload.transformer import NORMS, POSITIONS, Transformer
 
 __all__ = ["get_model", "list_models", "model_aliases", "model_from_table", "load_model_toml"]
@@ -137,6 +138,5 @@ def _is_model_file(path: Path) -> bool:
 def _load_path(path: Path) -> Transformer:
     if path.suffix == ".toml":
         return load_model_toml(path)
-    from willitscale.workload.hf import load_hf_config
 
     return load_hf_config(path)

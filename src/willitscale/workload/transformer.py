@@ -1,8 +1,8 @@
 """A decoder-only transformer described by its shape.
 
 Only the shape lives here; what it costs (parameters, FLOPs, memory) is computed by pure
-functions in the sibling modules (:mod:`.params`, :mod:`.flops`, :mod:`.memory`,
-:mod:`.activations`) so they can be vectorised over numpy arrays of sequence lengths,
+functions in the sibling modules (:mod:`.params`, :mod:`.flops`, :mod:`willitscale.memory.state`,
+:mod:`willitscale.memory.activations`) so they can be vectorised over numpy arrays of sequence lengths,
 micro-batch sizes and parallel degrees.
 
 Bias switches: ``bias`` is the default for every linear layer; ``qkv_bias``, ``attn_out_bias``

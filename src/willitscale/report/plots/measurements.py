@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from willitscale.errors import ConfigError
 from willitscale.report.plots.base import Chart, format_bytes_tick, new_figure, styled
 from willitscale.report.style import COLORS
 
@@ -53,8 +54,6 @@ def predicted_vs_measured(measured: Sequence[float], predicted: Sequence[float],
     """Log-log scatter with the ``y = x`` line and a ``±band`` relative-error band; hollow
     markers for in-sample rows (the calibration was fitted to them)."""
     if len(measured) != len(predicted) or not measured:
-        from willitscale.errors import ConfigError
-
         raise ConfigError("predicted_vs_measured: measured and predicted must be non-empty and "
                           "of the same length")
     inside = list(in_sample) if in_sample is not None else [False] * len(measured)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from willitscale.errors import ConfigError
 from willitscale.report.plots.base import Chart, new_figure, styled
 from willitscale.report.plots.scaling import log2_axis
 from willitscale.report.style import COLORS, WIDE
@@ -70,8 +71,6 @@ def requirement_panels(panels: Sequence[RequirementPanel], *, share: float | Non
     (the NICs at many nodes, PCIe or NVLink at few) shows every node count, each on the link
     that limits it, against that link's rate today."""
     if not panels:
-        from willitscale.errors import ConfigError
-
         raise ConfigError("requirement panels", 0, "at least one")
     fig, axes = new_figure(figsize=WIDE if len(panels) > 1 else (7.5, 4.2), ncols=len(panels))
     axes = [axes] if len(panels) == 1 else list(axes)
