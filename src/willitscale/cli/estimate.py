@@ -15,7 +15,7 @@ from willitscale.errors import Infeasible, WillItScaleError
 
 HELP = "predict one training step: time, breakdown, MFU, memory, bottleneck, timeline"
 
-#: The main job's scenario: the handbook chapter's 2B model (seeds/000) on 8 x A100 80GB nodes
+#: The main job's scenario: the handbook chapter's 2B model (Bekman's networking chapter) on 8 x A100 80GB nodes
 #: with 200 Gb/s per node, 2 samples of 2048 tokens per GPU, full recomputation, HFU 0.5.
 DEFAULT_SETTINGS = {
     "name": "the handbook's 2B model (Bekman's networking chapter) on A100 nodes with 200 Gb/s per node",

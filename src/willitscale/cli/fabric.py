@@ -140,8 +140,11 @@ def _traffic_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--order", default="tp,cp,ep,dp,pp",
                    help="with --step: rank nesting, innermost first (default Megatron-LM's tp,cp,ep,dp,pp; "
                    "tp,cp,ep,pp,dp keeps a model copy on neighbouring servers and spreads DP widest)")
+    about = {"dp": "DP degree: every data-parallel replica, the EP ranks among them, as in estimate",
+             "ep": "EP degree: a divisor of --dp (experts are split over data-parallel ranks)"}
     for d in ("tp", "cp", "ep", "dp", "pp"):
-        g.add_argument(f"--{d}", type=int, default=1, help=f"{d.upper()} degree (with --step)")
+        g.add_argument(f"--{d}", type=int, default=1,
+                       help=about.get(d, f"{d.upper()} degree") + " (with --step)")
         g.add_argument(f"--{d}-bytes", default="0", help=f"bytes per {d.upper()} operation per GPU")
         if d != "dp":
             g.add_argument(f"--{d}-count", type=int, default=1, help=f"{d.upper()} operations per step")

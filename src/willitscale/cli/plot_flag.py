@@ -70,7 +70,7 @@ MAX_HEATMAP_GPUS = 512
 
 def fabric_plots(directory: str, result) -> list:
     """``fabric simulate --plot``: the link utilisation histogram and the GPU-pair traffic
-    heatmap (Figure 7 of seeds/002) of a :class:`~willitscale.fabric.simulator.SimulationResult`."""
+    heatmap (Figure 7 of 'GPU fabrics for GenAI workloads') of a :class:`~willitscale.fabric.simulator.SimulationResult`."""
     from willitscale.fabric.report import link_report
     from willitscale.report.chartdata import pair_matrix
     from willitscale.report.plots.fabric import (

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from willitscale.collectives.algorithms import nccl_algorithms
+from willitscale.collectives.choice import first_within
 from willitscale.collectives.cost import collective_cost
 from willitscale.collectives.network import Hierarchy, LinkCost
 from willitscale.hardware.calibration import inter_node_bandwidth
@@ -35,17 +37,8 @@ from willitscale.hardware.describe import intra_link_name, link_name
 from willitscale.units import format_bandwidth, format_time
 
 __all__ = ["ClusterLinks", "CollectiveLines", "cluster_links", "collective_lines", "line_time",
-           "take_lines", "select_lines", "pair_time", "ALGORITHMS_FOR_OP", "link_caveats"]
+           "take_lines", "select_lines", "pair_time", "link_caveats"]
 
-#: the algorithms NCCL runs for each operation, in its preference order
-ALGORITHMS_FOR_OP = {
-    "all_reduce": ("ring", "double_binary_tree"),
-    "reduce_scatter": ("ring",),
-    "all_gather": ("ring",),
-    "all_to_all": ("direct",),
-    "send_recv": ("direct",),
-}
-_TOLERANCE = 0.01  # willitscale.collectives.choice.DEFAULT_TOLERANCE
 _S1, _S2 = 1e6, 1e9  # two sizes that define each line
 
 
@@ -158,7 +151,7 @@ def collective_lines(op: str, placement, links: ClusterLinks, *, ranks=None) -> 
     """Lines of ``op`` over the groups of ``placement`` (arrays of plans); ``ranks`` overrides
     the group size (a sub-group, e.g. the 2 ranks of the tied-embedding all-reduce)."""
 
-    algorithms = ALGORITHMS_FOR_OP[op]
+    algorithms = tuple(a.value for a in nccl_algorithms(op))
     size = np.atleast_1d(np.asarray(placement.size if ranks is None else ranks, dtype=float))
     per_node = np.atleast_1d(np.minimum(placement.members_per_node, size)).astype(float)
     spans = np.atleast_1d(np.asarray(placement.nodes) > 1) & (size > 1)
@@ -200,17 +193,8 @@ def line_time(lines: CollectiveLines, size, *, with_choice: bool = False):
     times = [np.maximum(t, 0.0) for t in times]
     if len(times) == 1:
         return (times[0], np.zeros(times[0].shape, dtype=int)) if with_choice else times[0]
-    # the first algorithm (in NCCL's preference order) within the tolerance of the fastest
-    best = times[0]
-    for t in times[1:]:
-        best = np.minimum(best, t)
-    limit = best * (1 + _TOLERANCE) + 1e-300
-    chosen, index = times[-1], np.full(np.shape(times[-1]), len(times) - 1)
-    for j in range(len(times) - 2, -1, -1):
-        ok = times[j] <= limit
-        chosen = np.where(ok, times[j], chosen)
-        if with_choice:
-            index = np.where(ok, j, index)
+    index = first_within(np.stack(times))  # as willitscale.collectives.fastest chooses
+    chosen = np.take_along_axis(np.stack(times), index[None], axis=0)[0]
     return (chosen, index) if with_choice else chosen
 
 

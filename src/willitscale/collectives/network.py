@@ -142,7 +142,7 @@ def _fmt(value, formatter) -> str:
 
 
 #: The link assumed when none is given: one 400 Gb/s InfiniBand NDR port, 400e9 / 8 = 50 GB/s one
-#: direction (the lecture's "state-of-the-art NIC: 400Gbps RDMA ~= 50GB/s", seeds/004), at its
+#: direction (the lecture's "state-of-the-art NIC: 400Gbps RDMA ~= 50GB/s", Wei and Xia's lecture), at its
 #: advertised rate (no efficiency derating). 5 us per hop sits inside the range NCCL's own tuning
 #: model charges a network hop (src/graph/tuning.cc, hwLat[NET]: 2.7 us for the LL protocol to
 #: 9.6 us for Simple, ring algorithm).

@@ -24,7 +24,7 @@ than end-to-end figures measured with communication included):
 dtype       HFU    why
 ==========  =====  =========================================================================
 bf16, fp16  0.50   Megatron-LM on A100 (Narayanan et al. 2021, SC21, table 1): 44-52% of peak
-                   end to end, recomputation counted; the handbook chapter (seeds/000) uses 50%.
+                   end to end, recomputation counted; Bekman's networking chapter uses 50%.
                    Llama 3 (Dubey et al. 2024, table 4): 38-43% BF16 MFU on 16K H100s end to
                    end, communication included, so compute alone is higher.
 fp8         0.40   NVIDIA NeMo performance summaries, FP8 pretraining on DGX H100, model

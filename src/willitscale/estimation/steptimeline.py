@@ -1,6 +1,6 @@
 """The spans of one data-parallel step, built from the estimate's numbers.
 
-Lanes as in the handbook's diagrams (seeds/000): data loading, compute (forward, backward,
+Lanes as in the handbook's diagrams (Bekman's networking chapter): data loading, compute (forward, backward,
 optimizer), communication (one span per DDP bucket all-reduce, or per run of identical
 buckets), and the idle time compute waits for the last all-reduce. Beyond
 :data:`MAX_DRAWN_MICRO_STEPS` micro-steps the earlier ones are one span with

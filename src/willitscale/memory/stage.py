@@ -4,7 +4,7 @@
   of a named convention (:mod:`willitscale.memory.state`), with ZeRO sharding over the
   data-parallel group (or within a node, hybrid). The default convention follows the gradient
   dtype: fp32 gradients (PyTorch AMP, Megatron's fp32 main grads) ``handbook-18`` (the 18 bytes
-  per parameter of seeds/000); bf16/fp16 gradients ``zero-16`` (ZeRO's 16).
+  per parameter of Bekman's networking chapter); bf16/fp16 gradients ``zero-16`` (ZeRO's 16).
 * **Activations**: :func:`willitscale.memory.activations.activation_memory` for one
   micro-batch of ``s / cp`` tokens on one tensor-parallel rank, times the micro-batches the
   schedule keeps in flight on that stage (:func:`willitscale.step.pipeline.in_flight`), plus

@@ -1,6 +1,6 @@
 """The least network bandwidth that keeps data-parallel communication from slowing a step.
 
-The rule of "Will it scale to N GPUs?" (seeds/001) is *communication time per step <= compute
+The rule of "Will it scale to N GPUs?" (Jaideep Ray, 2024) is *communication time per step <= compute
 time per step*. Written out for plain DDP over ``N`` nodes of ``G`` GPUs (``n = N G`` ranks),
 with ``P`` parameters whose gradients take ``g`` bytes each, ``D`` tokens per optimizer step
 (the global batch), ``k`` FLOPs per parameter per token (6, or 8 with full recomputation) and
@@ -24,7 +24,7 @@ the bandwidth needed does not depend on the model size (a bigger model has propo
 compute *and* more gradients), and it grows nearly linearly with ``N`` because each node's share
 of the compute shrinks while the bytes each node sends do not.
 
-Where seeds/001 slips (reproduced in docs/reproductions.md):
+Where Ray's 'Will it scale to N GPUs?' slips (reproduced in docs/reproductions.md):
 
 1. ``6 x 10B x 32 x 128`` is 2.4576e14 FLOPs, not 24.576e14: the compute time is 0.2/N s, not
    2/N s, so every bandwidth it derives is 10x too low.
@@ -99,7 +99,7 @@ def required_node_bandwidth(*, nodes, gpus_per_node, tokens_per_step, grad_bytes
 
 
 def article_001_rule(nodes, params):
-    """seeds/001's "IB >= N x P GB/s" (P in billions), in bytes/s, for comparison only."""
+    """The "IB >= N x P GB/s" of Ray's 'Will it scale to N GPUs?' (P in billions), in bytes/s, for comparison only."""
     gb_per_s = np.asarray(nodes, dtype=float) * np.asarray(params, dtype=float) / 1e9  # P in billions
     return gb_per_s * 1e9
 

@@ -5,8 +5,8 @@ either a transformer shape (``model``) or, for back-of-envelope use, only a para
 (``params``), never both; :func:`willitscale.scenario.validate.check_plan` rejects a plan the model
 cannot be split by, naming the field. The options the step depends on live in small frozen
 objects: :class:`DdpOptions` (buckets, overlap, gradient dtype), :class:`DataLoading` (the
-"step 0" of seeds/001), :class:`Measured` (measurements that replace a modelled time:
-the single-GPU step time of seeds/003 and a measured all-reduce) and
+"step 0" of Ray's 'Will it scale to N GPUs?'), :class:`Measured` (measurements that replace a modelled time:
+the single-GPU step time of 'The Impact of GPU Networking (Part 1)' and a measured all-reduce) and
 :class:`~willitscale.scenario.options.ParallelOptions` (placement order, TP overlap, attention).
 
 Scenarios are built from CLI flags or TOML files by :mod:`willitscale.scenario.settings`.
@@ -78,7 +78,7 @@ class DdpOptions:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DataLoading:
-    """Reading each step's samples from storage ("step 0" of seeds/001)."""
+    """Reading each step's samples from storage ("step 0" of Ray's 'Will it scale to N GPUs?')."""
 
     sample_bytes: float  #: bytes read per sample
     storage_bandwidth: float  #: bytes/s into one node from storage, shared by its GPUs
@@ -93,7 +93,7 @@ class DataLoading:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Measured:
-    """Measurements that replace a modelled time (calibration inputs of seeds/003)."""
+    """Measurements that replace a modelled time (calibration inputs of 'The Impact of GPU Networking (Part 1)')."""
 
     #: seconds of one optimizer step on one GPU alone with the same per-GPU batch (forward,
     #: backward, optimizer and whatever else the measurement held), replacing FLOPs/efficiency

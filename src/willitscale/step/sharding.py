@@ -18,7 +18,7 @@ stage       sharded over the group             communication per step (``Psi`` =
                                                gradients; nothing after the step
 ==========  =================================  =====================================================
 
-**ZeRO-3 moves 1.5x the bytes of DDP** (seeds/002: "~1.5x more communication"). A ring
+**ZeRO-3 moves 1.5x the bytes of DDP** ('GPU fabrics for GenAI workloads': "~1.5x more communication"). A ring
 all-reduce of ``S`` bytes over ``n`` ranks sends ``2 (n-1)/n S`` per rank (a reduce-scatter and
 an all-gather, ``(n-1)/n S`` each). ZeRO-3 issues one reduce-scatter of the gradients and two
 all-gathers of the weights per micro-batch: ``3 (n-1)/n S``, i.e. ``3/2`` of DDP's when weights

@@ -39,7 +39,7 @@ import numpy as np
 from willitscale.errors import ConfigError
 
 __all__ = ["AXES", "DEFAULT_ORDER", "GROUP_AXES", "GroupPlacement", "parse_order", "group_placement",
-           "uneven_groups", "uneven_detail"]
+           "group_members", "uneven_groups", "uneven_detail"]
 
 #: the parallel axes a rank is indexed by
 AXES = ("tp", "cp", "ep", "dp", "pp")
@@ -179,6 +179,21 @@ def _exact(geometry: tuple[int, ...], order: tuple[str, ...], gpus_per_node: int
             aligned = bool(np.all(locals_ == locals_[:, :1, :]))
         out[kind] = (size, per_node, spans, aligned, even)
     return out
+
+
+def group_members(kind: str, degrees: dict, order: tuple[str, ...] = DEFAULT_ORDER) -> np.ndarray:
+    """Every group of ``kind`` of one plan, as ranks: an array (groups x group size), each row in
+    rank order. Rank ``r`` runs on GPU ``r`` of the cluster (node ``r // G``), so these are also
+    the GPUs. The explicit form of :func:`group_placement`, for the flow simulator."""
+    if kind not in GROUP_AXES:
+        raise ConfigError("group kind", kind, "one of " + ", ".join(GROUP_AXES))
+    sizes = {k: int(v) for k, v in _axis_sizes({k: int(degrees[k]) for k in AXES}).items()}
+    outer_first = tuple(reversed(order))
+    grid = np.arange(int(np.prod([sizes[a] for a in AXES]))).reshape([sizes[a] for a in outer_first])
+    inside = [outer_first.index(a) for a in reversed(order) if a in GROUP_AXES[kind]]
+    grid = np.moveaxis(grid, inside, range(grid.ndim - len(inside), grid.ndim))
+    size = int(np.prod([sizes[a] for a in GROUP_AXES[kind]]))
+    return grid.reshape(-1, size)
 
 
 def uneven_groups(degrees: dict, gpus_per_node: int, order: tuple[str, ...] = DEFAULT_ORDER):

@@ -1,4 +1,4 @@
-"""The A100 vs A800 case of the lecture (seeds/004): when NVLink, not RDMA, is the bottleneck.
+"""The A100 vs A800 case of Wei and Xia's lecture on distributed training frameworks: when NVLink, not RDMA, is the bottleneck.
 
 Setup of the lecture: two 8-GPU servers, tensor parallelism over the 8 GPUs of each server,
 pipeline parallelism across the two. Count the bytes of one backward step of one micro-batch
@@ -24,7 +24,7 @@ HGX A800    200 GB/s (400 dup.)  160 GB/s measured       1.25       NVLink (the 
 
 So the lecture's verdict for the A100 rests on comparing NVLink's **nominal** bandwidth with
 RDMA's **measured** one (it quotes "typically measured 160 GBps" for the NICs only). Derating
-NVLink the same way (our catalog's 0.80 for NVLink, measured on seeds/003 and DeepSeek-V3's
+NVLink the same way (our catalog's 0.80 for NVLink, measured on 'The Impact of GPU Networking (Part 1)' and DeepSeek-V3's
 H800) gives 240 / 160 = 1.5: by this count the A100 is NVLink-bound too, only less than the
 A800 (160 / 160 = 1.0). And the count itself
 assumes one all-reduce per pipeline send: Megatron-LM issues two per layer in the backward

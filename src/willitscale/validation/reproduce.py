@@ -1,4 +1,4 @@
-"""Reproduction of seeds/003 ("The Impact of GPU Networking (Part 1)"): DDP epoch times.
+"""Reproduction of "The Impact of GPU Networking (Part 1)" (Tomas, 2025): DDP epoch times.
 
 The article trained GPT-2 and GPT-2 Large (minGPT through lightning-GPT, 16 samples of 128
 characters per GPU, bf16 autocast) on Baskerville (4x A100 per node, NVLink 3, one InfiniBand
@@ -32,7 +32,7 @@ from willitscale.workload.transformer import Transformer
 
 __all__ = ["MEASURED_EPOCH_S", "Seed003Row", "seed003_rows", "seed003_model"]
 
-#: seeds/003 tables "GPT-2 Experiments" and "GPT-2 Large Experiments": epoch 2 time in seconds
+#: 'The Impact of GPU Networking (Part 1)' tables "GPT-2 Experiments" and "GPT-2 Large Experiments": epoch 2 time in seconds
 MEASURED_EPOCH_S = {
     ("gpt2", 1, 1): 157.60, ("gpt2", 1, 2): 62.96, ("gpt2", 2, 1): 62.55,
     ("gpt2-large", 1, 1): 498.37, ("gpt2-large", 1, 2): 266.83, ("gpt2-large", 2, 1): 406.12,
@@ -49,7 +49,7 @@ _SHAPES = {"gpt2": (12, 768, 12), "gpt2-large": (36, 1280, 20)}  # layers, hidde
 
 
 def seed003_model(name: str):
-    """The model seeds/003 trained: minGPT's GPT-2 shape (untied ``lm_head``) on the
+    """The model 'The Impact of GPU Networking (Part 1)' trained: minGPT's GPT-2 shape (untied ``lm_head``) on the
     tinyshakespeare characters of lightning-GPT's ``train.py`` (vocabulary 65, ``block_size``
     128). Also in ``examples/models/mingpt-*-char.toml``."""
 
@@ -57,7 +57,7 @@ def seed003_model(name: str):
     return Transformer(name=f"mingpt-{name}-char", layers=layers, hidden=hidden, heads=heads,
                        vocab=65, max_positions=128, position="learned", norm="layernorm",
                        bias=True, tied_embeddings=False,
-                       source="seeds/003; github.com/karpathy/minGPT; lightning-GPT train.py")
+                       source="'The Impact of GPU Networking (Part 1)'; github.com/karpathy/minGPT; lightning-GPT train.py")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,6 +1,6 @@
 """The fabric simulator's pictures: how busy the links are, and which GPU pairs talk.
 
-The heatmap follows Figure 7 of seeds/002 (traffic between GPU pairs when training GPT-3, from
+The heatmap follows Figure 7 of 'GPU fabrics for GenAI workloads' (traffic between GPU pairs when training GPT-3, from
 Meta's rail-only paper): most pairs carry nothing, and the bytes concentrate in a few blocks.
 """
 
@@ -87,7 +87,7 @@ def traffic_heatmap(matrix, *, gpus_per_node: int | None = None, unit: str = "by
     active = int(np.count_nonzero(m - np.diag(np.diag(m))))
     return Chart(name=name, title=title, figure=fig,
                  caption=f"{active:,} of {pairs:,} ordered GPU pairs carry traffic "
-                         f"({100 * (1 - active / pairs):.1f}% idle), as in Figure 7 of seeds/002.")
+                         f"({100 * (1 - active / pairs):.1f}% idle), as in Figure 7 of 'GPU fabrics for GenAI workloads'.")
 
 
 def _cmap():

@@ -1,6 +1,6 @@
 """The step timeline: compute / communication / idle lanes per rank group, on one time axis.
 
-Drawn like the handbook chapter's diagrams (seeds/000)::
+Drawn like the handbook chapter's diagrams (Bekman's networking chapter)::
 
     [DL][  compute  ][idle][DL][  compute  ][idle]
     [         comms       ][         comms       ]
