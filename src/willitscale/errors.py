@@ -20,6 +20,7 @@ import difflib
 from collections.abc import Iterable
 
 __all__ = [
+    "shown_value",
     "WillItScaleError",
     "ConfigError",
     "UnknownNameError",
@@ -27,6 +28,20 @@ __all__ = [
     "BenchmarkError",
     "MissingDependency",
 ]
+
+
+#: longest value an error message repeats whole; a longer one is cut and its length given
+SHOWN_CHARS = 80
+
+
+def shown_value(value: object) -> str:
+    """``repr(value)``, cut to :data:`SHOWN_CHARS` with the full length said (a pasted
+    5,000-character name must not become a 5,000-character message)."""
+    text = repr(value)
+    if len(text) <= SHOWN_CHARS:
+        return text
+    length = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters as text"
+    return f"{text[:SHOWN_CHARS - 20]}... ({length})"
 
 
 class WillItScaleError(Exception):
@@ -47,7 +62,7 @@ class ConfigError(WillItScaleError):
             message = field_or_message
         else:
             self.field, self.value, self.expected = field_or_message, value, expected
-            message = f"{field_or_message} = {value!r} is not valid"
+            message = f"{field_or_message} = {shown_value(value)} is not valid"
             if expected:
                 message += f": expected {expected}"
         super().__init__(message)
@@ -70,7 +85,7 @@ class UnknownNameError(ConfigError):
             shown = ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
             plural = kind[:-1] + "ies" if kind.endswith("y") else kind + "s"  # entry -> entries
             hint = f"known {plural}: {shown}"
-        super().__init__(f"unknown {kind} {name!r}: {hint}")
+        super().__init__(f"unknown {kind} {shown_value(name)}: {hint}")
 
 
 class Infeasible(WillItScaleError):

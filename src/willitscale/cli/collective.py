@@ -49,9 +49,12 @@ def _ranks(text: str, field: str) -> int:
     from willitscale.errors import ConfigError
     from willitscale.units import parse_count
 
+    from willitscale.hardware.model import MAX_GPUS
+
     value = parse_count(text, field=field)
-    if value < 1 or value != int(value):
-        raise ConfigError(field, text, "an integer >= 1")
+    if value < 1 or value != int(value) or value > MAX_GPUS:
+        raise ConfigError(field, text, f"an integer from 1 to {MAX_GPUS:,} (2^20 ranks, about ten "
+                                       "times today's largest training clusters)")
     return int(value)
 
 

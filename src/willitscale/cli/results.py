@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from willitscale.cli.paths import output_file
+from willitscale.cli.paths import output_file, write_text
 from willitscale.cli.plot_flag import add_plot_flag
 
 __all__ = ["register", "busbw_curves"]
@@ -265,7 +265,7 @@ def run_export(args: argparse.Namespace) -> int:
         writer.writerows(records)
         text = buf.getvalue()
     if args.output:
-        Path(args.output).write_text(text)
+        write_text(args.output, text)
         print(f"wrote {len(records)} rows to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
