@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 HELP = "how long one collective takes under each algorithm; its algbw and busbw"
 
 DESCRIPTION = """\
@@ -47,9 +45,8 @@ def register(subparsers) -> None:
 
 def _ranks(text: str, field: str) -> int:
     from willitscale.errors import ConfigError
-    from willitscale.units import parse_count
-
     from willitscale.hardware.model import MAX_GPUS
+    from willitscale.units import parse_count
 
     value = parse_count(text, field=field)
     if value < 1 or value != int(value) or value > MAX_GPUS:
