@@ -169,6 +169,8 @@ def run_show(args: argparse.Namespace) -> int:
     info = run.info
     print(f"run {info.id}: {info.kind}, {info.status}, started {info.started_at}, "
           f"{info.rows} rows" + (f", label {info.label!r}" if info.label else ""))
+    if info.reason:
+        print(f"{info.status}: {info.reason}")
     for line in _environment_lines(dict(info.environment)):
         print(line)
     title, columns, units, rows = table_of(info.kind, [dict(r) for r in run.rows])
