@@ -264,11 +264,12 @@ class Store:
                 [(new_id, seq, json.dumps(plain(row), allow_nan=False)) for seq, row in rows or ()])
         return new_id
 
-    def add_calibration(self, *, path: str, runs: tuple[int, ...], toml: str) -> int:
+    def add_calibration(self, *, path: str, runs: tuple[int, ...], toml: str,
+                        created_at: str | None = None) -> int:
         with self._guard("storing a calibration"), self._write():
             cur = self._db.execute(
                 "INSERT INTO calibrations (created_at, path, runs, toml) VALUES (?, ?, ?, ?)",
-                (now_iso(), path, json.dumps(list(runs)), toml))
+                (created_at or now_iso(), path, json.dumps(list(runs)), toml))
             return int(cur.lastrowid)
 
     def import_runs(self, source: Store) -> list[tuple[int, int | None, str]]:

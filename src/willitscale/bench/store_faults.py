@@ -16,7 +16,8 @@ from pathlib import Path
 
 from willitscale.errors import StoreError
 
-__all__ = ["store_error", "damaged", "newer_store", "create_private", "salvage_hint"]
+__all__ = ["store_error", "damaged", "newer_store", "create_private", "make_private_dir",
+           "salvage_hint"]
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
@@ -69,22 +70,27 @@ def store_error(path: Path, exc: sqlite3.Error, doing: str = "") -> StoreError:
     return StoreError(f"results store {path}: {text}{what}")
 
 
+def make_private_dir(folder: Path) -> None:
+    """``folder`` and its missing parents, each made 0700 (existing ones are left as they are):
+    ``mkdir(parents=True)`` would make the parents ``0777`` less the umask."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=PRIVATE_DIR)
+        except FileExistsError:  # made meanwhile by another process
+            continue
+        os.chmod(folder, PRIVATE_DIR)  # mkdir's mode is masked by the umask: set it exactly
+
+
 def create_private(path: Path) -> None:
     """Make ``path``'s missing folders (0700) and the empty file (0600) before SQLite opens it:
     SQLite creates a file ``0666`` less the umask, and its ``-wal``/``-shm``/journal files with
     the permissions of the database file. An existing folder or file is left as it is."""
-    missing = []
-    folder = path.parent
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
     try:
-        for folder in reversed(missing):
-            try:
-                folder.mkdir(mode=PRIVATE_DIR)
-            except FileExistsError:  # made meanwhile by another process
-                continue
-            os.chmod(folder, PRIVATE_DIR)  # mkdir's mode is masked by the umask: set it exactly
+        make_private_dir(path.parent)
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE)
     except FileExistsError:
         return
