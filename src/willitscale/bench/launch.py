@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from willitscale.bench.dist import AGENT_STORE_ENV
+from willitscale.bench.environment import pid_alive
 from willitscale.bench.heartbeat import PROGRESS_ENV, Reading
 from willitscale.bench.heartbeat import read as read_heartbeat
 from willitscale.bench.lifeline import LAUNCHER_PID_ENV, die_with_parent
@@ -62,6 +63,7 @@ GRACE_S = 10.0
 STOP_GRACE_S = 5.0
 POLL_S = 0.05  #: how often every rank's exit is checked
 READ_S = 0.5  #: how often the heartbeats are read
+FOLDER_PREFIX = "willitscale-ranks-"
 _NO_READING = Reading(beats=0, ticks=0, run_id=None, waits=False, doing="")
 
 
@@ -206,6 +208,18 @@ def _is_stopped(pid: int) -> bool:
     return stat[stat.rindex(")") + 2:][:1] in ("T", "t")
 
 
+def _remove_stale_folders() -> None:
+    """Heartbeat folders of launchers that were killed (SIGKILL leaves no time to clean)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*-*"):
+        pid = folder.name[len(FOLDER_PREFIX):].split("-", 1)[0]
+        try:
+            mine = folder.stat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if pid.isdigit() and mine and not pid_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
     """How this node's ranks ended: the exit status to return, and what went wrong."""
@@ -228,6 +242,7 @@ def _watch(procs: list[subprocess.Popen], watches: list[RankWatch], files: list[
         failed = [w for w in watches if w.exit not in (None, 0)]
         if failed:  # a signal is the cause more often than an error a peer's death caused
             first = min(failed, key=lambda w: (w.exit >= 0, w.rank))
+            first.observe(read_heartbeat(files[watches.index(first)]), now)  # its last word
             _stop_after_fault(procs, [])
             return 1, failure_message(first), failure_message(first, here=False)
         if all(w.exit == 0 for w in watches):
@@ -246,9 +261,10 @@ def _watch(procs: list[subprocess.Popen], watches: list[RankWatch], files: list[
         time.sleep(POLL_S)
 
 
-def _mark_failed(run_id: int | None, reason: str) -> bool:
-    """Mark rank 0's run failed once every rank has stopped, with ``reason`` unless rank 0
-    recorded its own (its error, when it was the one to fail). Whether it could."""
+def _mark_failed(run_id: int | None, reason: str, *, override: bool) -> bool:
+    """Mark rank 0's run failed once every rank has stopped, with ``reason`` -- unless rank 0
+    recorded its own (its error, when it was the one to fail) and ``override`` is false.
+    Whether it could."""
     if run_id is None:
         return False
     from willitscale.bench.store import Store
@@ -257,11 +273,67 @@ def _mark_failed(run_id: int | None, reason: str) -> bool:
     try:
         with Store() as store:
             own = store.run_info(run_id).reason
-            store.finish_run(run_id, "failed", reason="" if own else reason)
+            store.finish_run(run_id, "failed", reason=reason if override or not own else "")
     except StoreError as exc:
         print(f"note: could not mark run {run_id} failed: {exc}", file=sys.stderr)
         return False
     return True
+
+
+#: the rendezvous store's key where another node's launcher leaves the failure it saw
+FAILURE_KEY = "willitscale/failure"
+
+
+def _tell_node0(master_addr: str, port: int, reason: str) -> None:
+    """Leave the failure this node saw in node 0's store, for the run rank 0 keeps there."""
+    from datetime import timedelta
+
+    from willitscale.bench.dist import import_torch
+
+    try:
+        client = import_torch().distributed.TCPStore(master_addr, port, is_master=False,
+                                                     timeout=timedelta(seconds=5))
+        client.set(FAILURE_KEY, reason)
+    except (RuntimeError, OSError):  # node 0 is gone already: nothing to mark
+        pass
+
+
+def _settle(spec: LaunchSpec, store, port: int, files: list[Path], reason: str
+            ) -> tuple[int | None, bool]:
+    """After the ranks ended: mark rank 0's run failed with the reason this node saw, or the
+    one another node left (the root cause: it wins). ``(run id, marked)``."""
+    if spec.node_rank != 0:
+        if reason:
+            _tell_node0(spec.master_addr, port, reason)
+        return None, False
+    run_id = (read_heartbeat(files[0]) or _NO_READING).run_id
+    remote = ""
+    try:
+        if store is not None and store.check([FAILURE_KEY]):
+            remote = store.get(FAILURE_KEY).decode("utf-8", "replace")
+    except RuntimeError:
+        pass
+    if not (remote or reason):
+        return run_id, False
+    return run_id, _mark_failed(run_id, remote or reason, override=bool(remote))
+
+
+def _spawn(kind: str, spec: LaunchSpec, port: int, payload: str, files: list[Path],
+           timeout: float, procs: list[subprocess.Popen], watches: list[RankWatch]) -> None:
+    """Start this node's ranks (into ``procs``/``watches`` as they start)."""
+    host = socket.gethostname()
+    for local_rank, progress in enumerate(files):
+        progress.touch(mode=0o600)
+        is_rank0 = spec.node_rank == 0 and local_rank == 0
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "willitscale.bench", kind],
+            env=_worker_env(spec, local_rank, port, payload, progress=progress, timeout=timeout),
+            stdout=subprocess.PIPE if is_rank0 else subprocess.DEVNULL, text=True,
+            preexec_fn=die_with_parent()))  # noqa: PLW1509 - no thread runs yet
+        rank = spec.node_rank * spec.nproc + local_rank
+        node = f"node {spec.node_rank}, " if spec.nnodes > 1 else ""
+        watches.append(RankWatch(rank=rank, where=f"{node}host {host}, pid {procs[-1].pid}",
+                                 started=time.monotonic()))
 
 
 def launch(kind: str, job_json: Mapping, spec: LaunchSpec, *,
@@ -271,46 +343,32 @@ def launch(kind: str, job_json: Mapping, spec: LaunchSpec, *,
     store, port = (host_store(spec.master_addr, spec.master_port, nnodes=spec.nnodes,
                               timeout_s=2 * timeout + 30)
                    if spec.node_rank == 0 else (None, spec.master_port))
-    payload = json.dumps(job_json)
-    folder = Path(tempfile.mkdtemp(prefix="willitscale-ranks-"))  # 0700: the ranks' heartbeats
+    _remove_stale_folders()
+    folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))  # 0700
+    files = [folder / f"rank{local}.heartbeat" for local in range(spec.nproc)]
     procs: list[subprocess.Popen] = []
     watches: list[RankWatch] = []
-    files = [folder / f"rank{local}.heartbeat" for local in range(spec.nproc)]
     relay = None
-    host = socket.gethostname()
     # SIGTERM (a job scheduler, `timeout`, `kill`) stops the ranks as Ctrl-C does: without
     # this the launcher would die alone and leave its ranks running
     previous_term = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
     try:
-        for local_rank, progress in enumerate(files):
-            progress.touch(mode=0o600)
-            is_rank0 = spec.node_rank == 0 and local_rank == 0
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "willitscale.bench", kind],
-                env=_worker_env(spec, local_rank, port, payload, progress=progress,
-                                timeout=timeout),
-                stdout=subprocess.PIPE if is_rank0 else subprocess.DEVNULL, text=True,
-                preexec_fn=die_with_parent()))  # noqa: PLW1509 - no thread runs yet
-            rank = spec.node_rank * spec.nproc + local_rank
-            node = f"node {spec.node_rank}, " if spec.nnodes > 1 else ""
-            watches.append(RankWatch(rank=rank, where=f"{node}host {host}, pid {procs[-1].pid}",
-                                     started=time.monotonic()))
+        _spawn(kind, spec, port, json.dumps(job_json), files, timeout, procs, watches)
         if spec.node_rank == 0:  # after every fork: preexec_fn must not run beside a thread
             relay = threading.Thread(target=_relay, args=(procs[0].stdout, sys.stdout),
                                      daemon=True)
             relay.start()
         code, failure, reason = _watch(procs, watches, files, timeout)
-        run_id = (read_heartbeat(files[0]) or _NO_READING).run_id if spec.node_rank == 0 else None
+        if relay is not None:
+            relay.join(timeout=GRACE_S)
+        run_id, marked = _settle(spec, store, port, files, reason)
     except KeyboardInterrupt:
         _interrupt(procs)
         if relay is not None:
             relay.join(timeout=GRACE_S)
+        _settle(spec, store, port, files, "")  # a failure another node saw, if any
         raise
     finally:
         signal.signal(signal.SIGTERM, previous_term)
-        del store
         shutil.rmtree(folder, ignore_errors=True)
-    if relay is not None:
-        relay.join(timeout=GRACE_S)
-    marked = bool(failure) and _mark_failed(run_id, reason)
     return Outcome(code=code, failure=failure, run_id=run_id, marked=marked)
