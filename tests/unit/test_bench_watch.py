@@ -147,3 +147,23 @@ def test_a_child_dies_with_its_parent_even_one_killed_with_sigkill(tmp_path):
     else:
         os.kill(child, signal.SIGKILL)
         pytest.fail("the child outlived its parent")
+
+
+def test_a_collective_broken_by_a_lost_peer_is_reported_as_such():
+    # the worker's message when no stop signal follows a failed collective (another node's
+    # rank died; torchrun): what this rank was doing, never an internal error
+    from types import SimpleNamespace
+
+    from willitscale.bench.worker import _lost_peers
+
+    dist_error = type("DistBackendError", (RuntimeError,), {})
+    ctx = SimpleNamespace(rank=0, torch=SimpleNamespace(distributed=SimpleNamespace(
+        DistError=dist_error)))
+    lost = _lost_peers(dist_error("[../gloo/transport/tcp/pair.cc:534] Connection closed by "
+                                  "peer [10.213.0.2]:5312\nmore"), ctx, "all_reduce 8 B: timed ops")
+    assert str(lost) == ("rank 0 lost contact with its peers while in all_reduce 8 B: timed ops "
+                         "(DistBackendError: [../gloo/transport/tcp/pair.cc:534] Connection "
+                         "closed by peer [10.213.0.2]:5312): another rank stopped, died or hangs; "
+                         "its launcher or torchrun names it")
+    assert _lost_peers(RuntimeError("Connection reset by peer"), ctx, "x") is not None
+    assert _lost_peers(ValueError("a bug of ours"), ctx, "x") is None  # shown as it is
