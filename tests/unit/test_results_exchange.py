@@ -123,3 +123,22 @@ def test_an_export_without_run_fields_says_to_export_again(cli, tmp_path):
     code, _, err = cli("results", "import", str(old))
     assert code == 2 and "old.csv" in err and "export it again" in err
     assert "Traceback" not in err
+
+
+def test_importing_an_older_store_leaves_it_as_it_was(cli, tmp_path):
+    import hashlib
+    import sqlite3
+
+    old = tmp_path / "job" / "results.sqlite"
+    old.parent.mkdir()
+    shutil.copy(FIXTURE, old)
+    before = hashlib.sha256(old.read_bytes()).hexdigest()
+    code, out, err = cli("results", "import", str(old), "--json")
+    assert code == 0, err
+    assert [r["id"] for r in json.loads(out)] == [1, 2, 3]
+    assert hashlib.sha256(old.read_bytes()).hexdigest() == before  # not migrated in place
+    version = sqlite3.connect(old).execute(
+        "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert version == ("1",)
+    with Store() as store:
+        assert [r.rows for r in reversed(store.runs())] == [8, 1, 2]

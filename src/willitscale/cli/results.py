@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -309,10 +310,47 @@ def _source_store_path(text: str) -> Path:
     return path
 
 
-def _import_one(store, path: Path) -> tuple[list, list]:
-    """``(records, problems)`` of importing one store or export file into ``store``."""
+@contextmanager
+def _source_store(path: Path):
+    """The store at ``path`` to read from, left as it is: one of an older schema version is
+    migrated in a temporary copy (opening it in place would migrate the other store)."""
+    import sqlite3
+    import tempfile
+
+    from willitscale.bench.schema import SCHEMA_VERSION, create_or_upgrade, stored_version
     from willitscale.bench.store import Store
 
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            old = (stored_version(db) or SCHEMA_VERSION) < SCHEMA_VERSION
+        finally:
+            db.close()
+    except sqlite3.Error:  # damaged, or not readable so: the store says what is wrong
+        old = False
+    if not old:
+        with Store(path) as source:
+            yield source
+        return
+    with tempfile.TemporaryDirectory(prefix="willitscale-import-") as folder:
+        copy = Path(folder) / "results.sqlite"
+        src, dst = sqlite3.connect(f"file:{path}?mode=ro", uri=True), sqlite3.connect(copy)
+        try:
+            src.backup(dst)
+            dst.isolation_level = None
+            dst.execute("BEGIN IMMEDIATE")
+            create_or_upgrade(dst)
+            dst.execute("COMMIT")
+        finally:
+            src.close()
+            dst.close()
+        with Store(copy) as source:
+            source.path = path  # named as the user gave it (messages, "another store" check)
+            yield source
+
+
+def _import_one(store, path: Path) -> tuple[list, list]:
+    """``(records, problems)`` of importing one store or export file into ``store``."""
     if path.suffix.lower() in EXPORT_SUFFIXES:
         from willitscale.bench.exchange import read_export
 
@@ -320,7 +358,7 @@ def _import_one(store, path: Path) -> tuple[list, list]:
         done = store.import_stored(list(exported.runs), still_running=list(exported.still_running))
         problems = list(exported.problems)
     else:
-        with Store(path) as source:
+        with _source_store(path) as source:
             done, problems = store.import_runs(source), []
     return ([{"store": str(path), "source_id": old, "id": new, "skipped": why or None}
              for old, new, why in done], problems)
