@@ -1,7 +1,8 @@
 """The one error hierarchy. Everything a user can cause derives from :class:`WillItScaleError`.
 
 The CLI prints ``error: <message>`` for these and exits with status 2 (1 for
-:class:`Infeasible`, which is a verdict rather than a mistake); it never shows a traceback.
+:class:`Infeasible`, which is a verdict rather than a mistake, and for :class:`StoreError`, a
+problem of the machine rather than of the input); it never shows a traceback.
 ``assert`` is reserved for internal invariants.
 
 ::
@@ -11,6 +12,7 @@ The CLI prints ``error: <message>`` for these and exits with status 2 (1 for
     │   └── UnknownNameError   a catalog name that does not exist, with the closest ones
     ├── Infeasible             a valid question whose answer is "cannot": out of memory, ...
     ├── BenchmarkError         a measurement could not be taken or is wrong
+    ├── StoreError             the results store cannot be read or written (exit 1)
     └── MissingDependency      an optional extra (torch, matplotlib, ...) is not installed
 """
 
@@ -26,6 +28,7 @@ __all__ = [
     "UnknownNameError",
     "Infeasible",
     "BenchmarkError",
+    "StoreError",
     "MissingDependency",
 ]
 
@@ -105,6 +108,13 @@ class Infeasible(WillItScaleError):
 
 class BenchmarkError(WillItScaleError):
     """A benchmark could not run, or measured something that fails its correctness check."""
+
+
+class StoreError(WillItScaleError):
+    """The results store cannot be read or written: damaged, written by a newer release, a full
+    disk, a lock held too long. An environment problem, not bad input: exit status 1."""
+
+    exit_code = 1
 
 
 class MissingDependency(WillItScaleError):

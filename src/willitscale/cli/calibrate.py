@@ -48,11 +48,12 @@ def register(subparsers) -> None:
 
 
 def _default_path(created: str) -> Path:
-    from willitscale.results.store import home
+    from willitscale.results.home import home
+    from willitscale.results.store_faults import make_private_dir
 
     stamp = created.replace("-", "").replace(":", "").replace("+0000", "")[:15]
     folder = home() / "calibrations"
-    folder.mkdir(parents=True, exist_ok=True)
+    make_private_dir(folder)  # 0700, as the store's folder
     path, i = folder / f"calibration-{stamp}.toml", 1
     while path.exists():
         i += 1

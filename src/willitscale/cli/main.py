@@ -86,8 +86,16 @@ def run_default_job() -> int | None:
     return 0
 
 
+def _never_group_or_world_writable() -> None:
+    """Whatever the umask (000 in some containers and daemons), nothing willitscale creates --
+    plots, traces, HTML, exports, calibrations -- is writable by other users: the umask is
+    widened to mask group and world write. (The results store is private: 0600, 0700.)"""
+    os.umask(os.umask(0o022) | 0o022)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _never_group_or_world_writable()
     try:
         if not argv:
             code = run_default_job()

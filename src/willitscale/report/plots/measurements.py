@@ -6,9 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from willitscale.errors import ConfigError
-from willitscale.report.plots.base import (Chart, decimal_sizes, format_bytes_tick,
-                                           format_decimal_bytes_tick, legend_below, new_figure,
-                                           rate_unit, styled)
+from willitscale.report.plots.base import (
+    Chart,
+    decimal_sizes,
+    format_bytes_tick,
+    format_decimal_bytes_tick,
+    legend_below,
+    new_figure,
+    rate_unit,
+    styled,
+)
 from willitscale.report.style import COLORS
 
 __all__ = ["busbw_vs_size", "predicted_vs_measured"]
