@@ -16,9 +16,9 @@ import time
 import numpy as np
 
 from _headlines import Headline, emit, long_flag
-from willitscale.plan.buckets import comm_schedule, last_end
-from willitscale.plan.build import build_scenario
-from willitscale.plan.estimate import estimate
+from willitscale.step.buckets import comm_schedule, last_end
+from willitscale.scenario.build import build_scenario
+from willitscale.estimation.estimate import estimate
 
 
 def per_call(fn, repeat: int) -> float:

@@ -26,7 +26,7 @@ import os
 import time
 
 from _headlines import Headline, emit, long_flag
-from willitscale.plan.build import build_scenario
+from willitscale.scenario.build import build_scenario
 from willitscale.plan.search import search
 
 CASES = (
@@ -57,8 +57,8 @@ def _timed(scenario, gpus: int, batch: int):
 def run(name: str, settings: dict, gpus: int, batch: int, repeats: int = 3) -> dict[str, float]:
     """Rates of one search: candidates/s cold, warm and per CPU second, and plans/s through the
     full step-time model (best of ``repeats``)."""
-    from willitscale.plan.engine import evaluate
-    from willitscale.plan.gradsync import _stage_layout, stage_buckets
+    from willitscale.step.evaluate import evaluate
+    from willitscale.step.data import _stage_layout, stage_buckets
 
     _stage_layout.cache_clear()  # each case starts cold, as a new `willitscale plan` process
     stage_buckets.cache_clear()

@@ -14,7 +14,9 @@ import time
 import numpy as np
 
 from _headlines import Headline, emit, long_flag
-from willitscale.workload import activation_memory, get_model, state_bytes_per_gpu, training_flops
+from willitscale.memory.activations import activation_memory
+from willitscale.memory.state import state_bytes_per_gpu
+from willitscale.workload import get_model, training_flops
 from willitscale.workload.params import layer_params_per_tp_rank
 
 

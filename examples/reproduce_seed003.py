@@ -4,7 +4,7 @@
 """
 
 from willitscale.cli.output import print_table
-from willitscale.plan.reproduce import seed003_rows
+from willitscale.validation.reproduce import seed003_rows
 
 print_table(
     "The Impact of GPU Networking: DDP epoch time, predicted from the measured single-GPU step",

@@ -9,7 +9,7 @@ trap 'rm -rf "$work"' EXIT
 ws=".venv/bin/willitscale"
 [ -x "$ws" ] || ws=willitscale
 
-# the handbook's 4-node job (seeds/000): the report and its figures, swept over 1..16 nodes
+# the handbook's 4-node job (Bekman's networking chapter): the report and its figures, swept over 1..16 nodes
 "$ws" report examples/handbook-2b-4nodes.toml --html "$work/report.html" --plot "$work/figs" >/dev/null 2>&1
 for name in timeline breakdown scaling comms-vs-compute; do
   cp "$work/figs/$name.png" "$out/$name.png"

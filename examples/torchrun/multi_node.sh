@@ -13,7 +13,7 @@
 set -euo pipefail
 : "${NNODES:?set NNODES}" "${NODE_RANK:?set NODE_RANK}" "${MASTER_ADDR:?set MASTER_ADDR}" "${MASTER_PORT:?set MASTER_PORT}"
 launch=(torchrun --nnodes="$NNODES" --node-rank="$NODE_RANK" --nproc-per-node="${NPROC:-gpu}"
-        --master-addr="$MASTER_ADDR" --master-port="$MASTER_PORT" -m willitscale.bench)
+        --master-addr="$MASTER_ADDR" --master-port="$MASTER_PORT" -m willitscale bench)
 
 "${launch[@]}" collectives --ops all_reduce,all_gather,reduce_scatter -b 1MB -e 4GB -f 2 \
   --label "torchrun ${NNODES} nodes"

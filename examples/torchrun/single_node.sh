@@ -9,4 +9,4 @@
 # stores the run: see it with `willitscale results list`.
 set -euo pipefail
 exec torchrun --standalone --nnodes=1 --nproc-per-node="${NPROC:-gpu}" \
-  -m willitscale.bench collectives --ops all_reduce,all_gather -b 1MB -e 1GB -f 2 "$@"
+  -m willitscale bench collectives --ops all_reduce,all_gather -b 1MB -e 1GB -f 2 "$@"

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from willitscale.bench.launch import GRACE_S
-from willitscale.bench.store import Store
+from willitscale.results.store import Store
 
 pytestmark = pytest.mark.distributed
 

@@ -1,7 +1,7 @@
 """Predicted vs published throughput of well-known 3D-parallel training runs.
 
 Sources, configurations and the FLOP convention of each number are in
-:mod:`willitscale.plan.published` (each checked against its paper, table, or the launch script
+:mod:`willitscale.validation.published` (each checked against its paper, table, or the launch script
 the authors published). We compare **throughput**: for a throughput metric (TFLOP/s, MFU) the
 error is ``ours / published - 1``; for an iteration time ``published / ours - 1`` (a
 prediction 10% too slow is -9%).
@@ -9,7 +9,7 @@ prediction 10% too slow is -9%).
 Tolerance: **15%**, and 20% for MT-NLG (DeepSpeed's pipeline engine ran the same 530B model at
 126 TFLOP/s per GPU where Megatron-LM reached 163: an implementation gap a network model cannot
 see; its micro-batch size is not published). The default compute model's one fitted number, the
-matmul efficiency of 0.67 (:mod:`willitscale.plan.kernels`), was chosen on Narayanan et al.
+matmul efficiency of 0.67 (:mod:`willitscale.compute.kernels`), was chosen on Narayanan et al.
 2021 Table 1: those ten rows are in-sample; Korthikanti et al. 2022, BLOOM, MT-NLG and Llama 3
 are out of sample. The tolerance is tight enough to fail: with a flat HFU of 0.4 (a plausible
 but wrong single efficiency) most rows fall outside it (last test).
@@ -17,7 +17,7 @@ but wrong single efficiency) most rows fall outside it (last test).
 
 import pytest
 
-from willitscale.plan.published import PUBLISHED_RUNS, predict, value
+from willitscale.validation.published import PUBLISHED_RUNS, predict, value
 
 TOLERANCE = 0.15
 WIDER = {"MT-NLG 530B": 0.20}
@@ -75,7 +75,7 @@ def test_the_matmul_efficiency_is_the_in_sample_fit(monkeypatch):
     # optimum must refit it on the same rows (the out-of-sample rows stay out).
     import numpy as np
 
-    import willitscale.plan.kernels as kernels
+    import willitscale.compute.kernels as kernels
 
     rows = [r for r in PUBLISHED_RUNS if r.calibrated_on]
     assert len(rows) == 10

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from willitscale.plan.build import build_scenario
-from willitscale.plan.estimate import estimate
+from willitscale.scenario.build import build_scenario
+from willitscale.estimation.estimate import estimate
 
 ARTICLE = {"params": 2e9, "gpu": "a100-80gb", "gpus_per_node": 8, "inter_node": "200Gbps",
            "micro_batch": 2, "seq_len": 2048, "hfu": 0.5, "recompute": "full"}

@@ -8,7 +8,7 @@ difference are in docs/reproductions.md.
 
 import pytest
 
-from willitscale.plan.reproduce import seed003_rows
+from willitscale.validation.reproduce import seed003_rows
 
 
 @pytest.fixture(scope="module")

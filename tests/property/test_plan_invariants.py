@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from willitscale.plan.buckets import comm_schedule
-from willitscale.plan.build import build_scenario
-from willitscale.plan.estimate import estimate
+from willitscale.step.buckets import comm_schedule
+from willitscale.scenario.build import build_scenario
+from willitscale.estimation.estimate import estimate
 from willitscale.plan.requirements import scaled_link
 
 scenarios = st.fixed_dictionaries({

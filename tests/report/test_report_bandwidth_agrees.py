@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from willitscale.plan.build import build_scenario
-from willitscale.plan.estimate import estimate
-from willitscale.plan.levers import BANDWIDTH_RTOL, EXPOSED_SHARE_LIMIT
+from willitscale.scenario.build import build_scenario
+from willitscale.estimation.estimate import estimate
+from willitscale.estimation.levers import BANDWIDTH_RTOL, EXPOSED_SHARE_LIMIT
 from willitscale.plan.requirements import link_requirement, scaled_link
 
 pytest.importorskip("matplotlib")

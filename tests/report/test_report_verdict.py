@@ -49,7 +49,7 @@ def oom():
 
 
 def test_the_verdict_states_the_exposed_share_and_names_the_limiting_link(handbook):
-    from willitscale.plan.links import cluster_links
+    from willitscale.collectives.lines import cluster_links
     from willitscale.report.contents import verdict
 
     est = handbook.estimate

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from willitscale.bench.records import CollectiveRow
-from willitscale.bench.store import Store
+from willitscale.results.records import CollectiveRow
+from willitscale.results.store import Store
 from willitscale.collectives.ops import Op
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from willitscale.bench.records import CollectiveRow, MatmulRow, TrainRow, row_from_json
+from willitscale.results.records import CollectiveRow, MatmulRow, TrainRow, row_from_json
 from willitscale.collectives.ops import Op
 from willitscale.errors import ConfigError
 

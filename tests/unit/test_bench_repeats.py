@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from willitscale.bench.records import CollectiveRow
-from willitscale.bench.repeats import compare_runs
+from willitscale.results.records import CollectiveRow
+from willitscale.results.repeats import compare_runs
 from willitscale.collectives.ops import Op
 
 

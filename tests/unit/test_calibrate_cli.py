@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from willitscale.bench.records import CollectiveRow, MatmulRow, TrainRow
-from willitscale.bench.store import Store
+from willitscale.results.records import CollectiveRow, MatmulRow, TrainRow
+from willitscale.results.store import Store
 from willitscale.collectives.ops import Op
 
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from willitscale.fabric import FlowNetwork, cluster_topology, simulate_collective
-from willitscale.plan.build import build_scenario
-from willitscale.plan.comms import gradient_allreduce
+from willitscale.scenario.build import build_scenario
+from willitscale.estimation.comms import gradient_allreduce
 from willitscale.topology import parse_routing
 
 SETTINGS = {"preset": "dgx-h100", "nodes": 2, "model": "gpt2-xl", "micro_batch": 4}
@@ -43,7 +43,7 @@ def test_the_step_uses_the_simulated_all_reduce():
     # the engine's DP comm time is the flow model's per bucket, summed (same buckets as DDP)
     import numpy as np
 
-    from willitscale.plan.estimate import estimate
+    from willitscale.estimation.estimate import estimate
 
     sc = build_scenario({**SETTINGS, "network": "flow", "oversubscription": 4})
     est = estimate(sc)

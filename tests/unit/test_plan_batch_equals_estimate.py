@@ -8,10 +8,10 @@ sample of every kind it could meet (ZeRO stages, schedules, CP, EP, hybrid shard
 import numpy as np
 import pytest
 
-from willitscale.plan.batch import PlanBatch
-from willitscale.plan.build import build_scenario
-from willitscale.plan.engine import evaluate
-from willitscale.plan.estimate import estimate
+from willitscale.scenario.batch import PlanBatch
+from willitscale.scenario.build import build_scenario
+from willitscale.step.evaluate import evaluate
+from willitscale.estimation.estimate import estimate
 from willitscale.plan.search import SearchSpace, search
 
 BASE = {"model": "gpt3-175b", "gpu": "a100-80gb", "nodes": 16, "gpus_per_node": 8,
@@ -66,7 +66,7 @@ def test_a_sample_of_ranked_plans_matches_estimate():
       dict(dp=4, tp=8, ep=2, grad_accum=2, sequence_parallel=True)]),
 ])
 def test_every_kind_of_plan_matches_estimate(settings, plans):
-    from willitscale.plan.plan import Plan
+    from willitscale.scenario.plan import Plan
 
     scenario = build_scenario(settings)
     base = {k: settings[k] for k in ("micro_batch", "recompute") if k in settings}

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from willitscale.plan.buckets import (
+from willitscale.step.buckets import (
     DEFAULT_BUCKET_CAP_BYTES,
     DEFAULT_FIRST_BUCKET_BYTES,
     MIB,
@@ -84,8 +84,8 @@ def test_last_end_equals_the_schedules_last_end():
 def test_overlap_slowdown_stretch_is_the_exact_fixed_point():
     # bucket_tail's stretch x must satisfy x = s (total - exposed(x)): rerun the schedule at x
     # and check, for random layouts; the closed form replaced 6 fixed-point iterations
-    from willitscale.plan.buckets import last_end
-    from willitscale.plan.gradsync import _fixed_stretch
+    from willitscale.step.buckets import last_end
+    from willitscale.step.data import _fixed_stretch
 
     rng = np.random.default_rng(7)
     for _ in range(200):

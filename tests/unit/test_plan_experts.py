@@ -2,8 +2,8 @@
 
 import pytest
 
-from willitscale.plan.build import build_scenario
-from willitscale.plan.estimate import estimate
+from willitscale.scenario.build import build_scenario
+from willitscale.estimation.estimate import estimate
 
 MIXTRAL = {"model": "mixtral-8x7b", "gpu": "h100", "nodes": 8, "gpus_per_node": 8, "tp": 2,
            "ep": 8, "zero": 1, "global_batch": 256, "seq_len": 4096, "recompute": "full",
@@ -31,8 +31,8 @@ def test_expert_gradients_are_reduced_over_their_own_group():
     assert dp.bytes == pytest.approx(dense * 4, rel=1e-9)
     # the two rows share one bucket stream: their times and exposure add up to the stream's
     # (the planner's batched evaluation keeps them as one)
-    from willitscale.plan.batch import PlanBatch
-    from willitscale.plan.engine import evaluate
+    from willitscale.scenario.batch import PlanBatch
+    from willitscale.step.evaluate import evaluate
 
     scenario = build_scenario(MIXTRAL)
     both = evaluate(scenario, PlanBatch.from_plans([scenario.plan])).traffic["dp"]

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from willitscale.errors import ConfigError
-from willitscale.plan.buckets import MAX_BUCKET_ROWS, MIB, last_end, uniform_bucket_runs
-from willitscale.plan.build import build_scenario
-from willitscale.plan.estimate import estimate
+from willitscale.step.buckets import MAX_BUCKET_ROWS, MIB, last_end, uniform_bucket_runs
+from willitscale.scenario.build import build_scenario
+from willitscale.estimation.estimate import estimate
 
 A100 = {"gpu": "a100-80gb", "gpus_per_node": 8, "seq_len": 2048, "hfu": 0.5}
 
@@ -96,7 +96,7 @@ def test_hf_config_sequence_length_is_labelled_as_from_the_config(tmp_path):
 # -- A9: memory ----------------------------------------------------------------------------------
 
 def test_estimate_judges_fits_as_the_planner_does(cli):
-    from willitscale.plan.memory import DEFAULT_MEMORY_FRACTION
+    from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
     from willitscale.plan.search import SearchSpace
 
     assert SearchSpace().memory_fraction == DEFAULT_MEMORY_FRACTION == 0.9
@@ -118,7 +118,7 @@ def test_estimate_judges_fits_as_the_planner_does(cli):
 
 def test_fp32_training_keeps_4_byte_activations():
     from willitscale.workload import get_model
-    from willitscale.workload.activations import activation_memory
+    from willitscale.memory.activations import activation_memory
 
     est = estimate(build_scenario({**A100, "model": "gpt2-large", "seq_len": 1024,
                                    "dtype": "fp32", "gpus_per_node": 2}))
@@ -130,7 +130,7 @@ def test_fp32_training_keeps_4_byte_activations():
 
 def test_fp8_computes_faster_than_bf16_by_default():
     # defaults: bf16 HFU 0.50 x 989.4 TFLOP/s, fp8 HFU 0.40 x 1978.9 (NeMo FP8 runs, cited in
-    # willitscale.plan.efficiency): fp8 compute = 0.5 x 989.4 / (0.4 x 1978.9) = 0.625 of bf16's.
+    # willitscale.compute.efficiency): fp8 compute = 0.5 x 989.4 / (0.4 x 1978.9) = 0.625 of bf16's.
     # Before, fp8's 0.25 x 1978.9 = 0.5 x 989.4 made them equal.
     setting = {"params": 2e9, "gpu": "h100", "seq_len": 2048, "gpus_per_node": 1}
     bf16 = estimate(build_scenario(setting))

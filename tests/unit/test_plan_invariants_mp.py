@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from willitscale.plan.build import build_scenario
-from willitscale.plan.estimate import estimate
+from willitscale.scenario.build import build_scenario
+from willitscale.estimation.estimate import estimate
 from willitscale.plan.requirements import scaled_link
 
 plans = st.fixed_dictionaries({

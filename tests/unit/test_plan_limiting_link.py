@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from willitscale.plan.build import build_scenario
-from willitscale.plan.estimate import estimate
-from willitscale.plan.levers import EXPOSED_SHARE_LIMIT
-from willitscale.plan.links import cluster_links
+from willitscale.scenario.build import build_scenario
+from willitscale.estimation.estimate import estimate
+from willitscale.estimation.levers import EXPOSED_SHARE_LIMIT
+from willitscale.collectives.lines import cluster_links
 from willitscale.plan.requirements import link_requirement, scaled_link
 
 PCIE = {"params": 2e9, "gpu": "a100-80gb-pcie", "gpus_per_node": 4, "nodes": 2,

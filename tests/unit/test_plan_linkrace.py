@@ -3,8 +3,8 @@
 import pytest
 
 from willitscale.hardware import get_node
-from willitscale.plan.build import build_scenario
-from willitscale.plan.linkrace import lecture_case, lecture_ratio, model_case
+from willitscale.scenario.build import build_scenario
+from willitscale.validation.linkrace import lecture_case, lecture_ratio, model_case
 
 MEASURED_RDMA = 160e9  # seeds/004: "8 X 200Gbps ... typically measured 160GBps"
 

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from willitscale.plan.build import build_scenario
-from willitscale.plan.estimate import estimate
-from willitscale.plan.pipeline import bubble_fraction, in_flight, pipeline_time
+from willitscale.scenario.build import build_scenario
+from willitscale.estimation.estimate import estimate
+from willitscale.step.pipeline import bubble_fraction, in_flight, pipeline_time
 
 
 def test_bubble_fraction_of_narayanan():

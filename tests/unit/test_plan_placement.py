@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from willitscale.collectives import Hierarchy, LinkCost, collective_cost, fastest
 from willitscale.errors import ConfigError
-from willitscale.plan.links import ClusterLinks, collective_lines, line_time
-from willitscale.plan.placement import group_placement, parse_order, uneven_detail, uneven_groups
+from willitscale.collectives.lines import ClusterLinks, collective_lines, line_time
+from willitscale.topology.placement import group_placement, parse_order, uneven_detail, uneven_groups
 
 
 def place(kind, g=8, order=None, **degrees):
@@ -118,7 +118,7 @@ def test_the_closed_form_equals_counting_every_rank(tp, cp, dp, pp, ep, g):
     # closed form of the module docstring must equal placing every rank and counting
     from hypothesis import assume
 
-    from willitscale.plan.placement import AXES, _exact
+    from willitscale.topology.placement import AXES, _exact
 
     assume(dp % ep == 0 and tp * cp * dp * pp % g == 0)
     deg = _degrees(tp=tp, cp=cp, ep=ep, dp=dp, pp=pp)
@@ -153,8 +153,8 @@ def test_estimate_and_plan_say_why_instead_of_an_internal_error(cli):
 def test_rail_label_says_how_many_local_gpus_a_group_has_per_node():
     # review PB1: --tp 16 on two nodes of 8 was labelled "same local GPU on every node", but each
     # node holds 8 of its GPUs (all local indices 0..7 on both nodes)
-    from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import estimate
+    from willitscale.scenario.build import build_scenario
+    from willitscale.estimation.estimate import estimate
 
     est = estimate(build_scenario({"model": "gpt3-175b", "gpu": "a100-80gb", "nodes": 2,
                                    "gpus_per_node": 8, "tp": 16, "global_batch": 1,
@@ -177,7 +177,7 @@ def test_exact_placement_memory_grows_with_the_ranks_not_their_square():
     # stays near a dozen 65,528-element int64 arrays (~6 MB)
     import tracemalloc
 
-    from willitscale.plan.placement import AXES, _exact
+    from willitscale.topology.placement import AXES, _exact
 
     tracemalloc.start()
     exact = _exact((1, 1, 1, 8191, 8), AXES, 8)

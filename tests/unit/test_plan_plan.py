@@ -3,7 +3,7 @@
 import pytest
 
 from willitscale.errors import ConfigError
-from willitscale.plan.plan import Plan, resolve_batch
+from willitscale.scenario.plan import Plan, resolve_batch
 
 
 def test_degrees_must_multiply_to_the_cluster():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from willitscale.plan.build import build_scenario
+from willitscale.scenario.build import build_scenario
 from willitscale.plan.search import SearchSpace, candidate_plans, search
 
 LLAMA = {"model": "llama3-8b", "gpu": "h100", "nodes": 2, "gpus_per_node": 8, "seq_len": 8192,
@@ -120,7 +120,7 @@ def test_moe_with_tensor_parallelism_needs_sequence_parallelism(cli):
 def test_plan_and_estimate_judge_fits_by_one_rule(cli, tmp_path, llama):
     # review PB4: the engine's BatchResult.fits compared with 100% of HBM while estimate and
     # the planner use --memory-fraction (0.9): a plan at 95% "fit" for one and not the others.
-    from willitscale.plan.engine import evaluate
+    from willitscale.step.evaluate import evaluate
 
     scenario, result = llama
     cap = scenario.cluster.gpu.memory

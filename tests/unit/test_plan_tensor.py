@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from willitscale.plan.build import build_scenario
-from willitscale.plan.estimate import estimate
-from willitscale.plan.tensor import ring_allreduce_bytes_factor
+from willitscale.scenario.build import build_scenario
+from willitscale.estimation.estimate import estimate
+from willitscale.step.tensor import ring_allreduce_bytes_factor
 
 ONE_NODE = {"model": "gpt3-175b", "gpu": "a100-80gb", "gpus_per_node": 8, "seq_len": 2048,
             "micro_batch": 1, "global_batch": 1, "tp": 8, "hfu": 0.5, "recompute": "none"}
@@ -40,14 +40,14 @@ def test_sequence_parallel_replaces_each_all_reduce_and_regathers_saved_inputs()
 
 
 def _lines(slope):
-    from willitscale.plan.links import CollectiveLines
+    from willitscale.collectives.lines import CollectiveLines
 
     return CollectiveLines(op="all_reduce", algorithms=("ring",), intercept=np.zeros((1, 1)),
                            slope=np.array([[slope]]))
 
 
 def _by_hand(**kw):
-    from willitscale.plan.tensor import tensor_traffic
+    from willitscale.step.tensor import tensor_traffic
 
     col = lambda x: np.array([[x, x, x]], dtype=float)  # noqa: E731
     args = dict(tokens=np.array([1000.0]), hidden=1000, layers=col(2), emb=col(1), head=col(1),

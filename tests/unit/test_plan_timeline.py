@@ -5,7 +5,8 @@ import json
 import pytest
 
 from willitscale.errors import ConfigError
-from willitscale.report.timeline import Span, Timeline, render_timeline
+from willitscale.estimation.timeline import Span, Timeline
+from willitscale.report.timeline import render_timeline
 from willitscale.report.trace import chrome_trace, write_chrome_trace
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from willitscale.bench.store import Store
+from willitscale.results.store import Store
 
 
 def _store_with_runs(path, rows_per_run, status="complete"):

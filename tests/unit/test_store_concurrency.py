@@ -8,11 +8,11 @@ import subprocess
 import sys
 import textwrap
 
-from willitscale.bench.store import Store
+from willitscale.results.store import Store
 
 WRITER = textwrap.dedent("""
     import sys, time
-    from willitscale.bench.store import Store
+    from willitscale.results.store import Store
     path, rows, delay = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     with Store(path) as store:
         run = store.start_run("collectives", options={}, environment={"writer": "test"})

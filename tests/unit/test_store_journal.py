@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from willitscale.bench import store as store_module
-from willitscale.bench.store import Store, filesystem_type, journal_mode_for
+from willitscale.results import store as store_module
+from willitscale.results.store import Store, filesystem_type, journal_mode_for
 
 MOUNTS = """\
 /dev/sda1 / ext4 rw,relatime 0 0

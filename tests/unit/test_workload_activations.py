@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from willitscale.errors import ConfigError
-from willitscale.workload.activations import activation_memory
+from willitscale.memory.activations import activation_memory
 from willitscale.workload.catalog import get_model
 from willitscale.workload.transformer import Transformer
 

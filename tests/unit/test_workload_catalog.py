@@ -105,7 +105,7 @@ def test_user_toml_model(tmp_path):
 
 def test_cli_convention_names_match_the_core():
     from willitscale.cli.model import CONVENTION_NAMES
-    from willitscale.workload.memory import CONVENTIONS
+    from willitscale.memory.state import CONVENTIONS
 
     assert set(CONVENTION_NAMES) == set(CONVENTIONS)
 

@@ -19,23 +19,12 @@ from typing import Any
 
 from willitscale.bench.topo import gpu_link_summary, parse_topo_matrix
 
-__all__ = ["pid_alive", "host_facts", "torch_facts", "node_id", "EMULATED_ENV", "summarize_environment"]
+__all__ = ["host_facts", "torch_facts", "node_id", "EMULATED_ENV", "summarize_environment"]
 
 #: Set by ``willitscale emulate`` in every emulated node: a JSON object describing the emulation.
 EMULATED_ENV = "WILLITSCALE_EMULATED"
 NODE_RANK_ENVS = ("GROUP_RANK", "WILLITSCALE_NODE_RANK", "NODE_RANK", "SLURM_NODEID")
 SYS_NET = Path("/sys/class/net")
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host (ours or another user's)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, owned by someone else
-        return True
-    return True
 
 
 def _read(path: Path) -> str | None:

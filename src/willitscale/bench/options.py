@@ -85,7 +85,9 @@ class CollectiveOptions(_Options):
     backend: str = "auto"
 
     def __post_init__(self) -> None:
-        from willitscale.collectives.ops import parse_op  # the package imports numpy: not at --help
+        from willitscale.collectives.ops import (
+            parse_op,  # the package imports numpy: not at --help
+        )
 
         object.__setattr__(self, "ops", tuple(parse_op(o, field="ops").value for o in self.ops))
         object.__setattr__(self, "dtype", parse_dtype(self.dtype))

@@ -26,9 +26,17 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from willitscale.calibrate.compute import catalog_gpu_for
+from willitscale.calibrate.forms import default_algorithm, flat_time, two_level_time
 from willitscale.calibrate.runs import MeasuredRun
+from willitscale.calibrate.validate import collective_links
+from willitscale.collectives.choice import fastest
 from willitscale.collectives.metrics import busbw
+from willitscale.collectives.network import Hierarchy
 from willitscale.collectives.ops import Op
+from willitscale.hardware.calibration import Calibration
+from willitscale.hardware.catalog import list_nodes
+from willitscale.units import format_bandwidth
 
 __all__ = ["Prediction", "predicted_busbw", "size_grid", "latest_calibration"]
 
@@ -59,7 +67,6 @@ def latest_calibration(store):
     """The newest calibration ``willitscale calibrate`` recorded in ``store``, or None."""
     import tomllib
 
-    from willitscale.hardware.calibration import Calibration
 
     stored = store.calibrations()
     if not stored:
@@ -69,9 +76,6 @@ def latest_calibration(store):
 
 
 def _from_calibration(run: MeasuredRun, ops, grid, cal) -> Prediction | str:
-    from willitscale.calibrate.forms import default_algorithm, flat_time, two_level_time
-    from willitscale.calibrate.validate import collective_links
-
     links, reason = collective_links(run, cal)
     if reason:
         return f"the calibration cannot predict it ({reason})"
@@ -96,8 +100,6 @@ def _from_calibration(run: MeasuredRun, ops, grid, cal) -> Prediction | str:
 
 def _catalog_node(run: MeasuredRun):
     """The catalog node preset of the run's devices, or the reason there is none."""
-    from willitscale.calibrate.compute import catalog_gpu_for
-    from willitscale.hardware.catalog import list_nodes
 
     if len(run.devices) != 1:
         return None, f"devices {', '.join(run.devices) or '?'} (one catalog GPU is needed)"
@@ -111,9 +113,6 @@ def _catalog_node(run: MeasuredRun):
 
 
 def _from_catalog(run: MeasuredRun, ops, grid) -> Prediction | str:
-    from willitscale.collectives.choice import fastest
-    from willitscale.collectives.network import Hierarchy
-
     node, reason = _catalog_node(run)
     if node is None:
         return reason
@@ -134,9 +133,6 @@ def _from_catalog(run: MeasuredRun, ops, grid) -> Prediction | str:
 
 
 def _from_uplink(run: MeasuredRun, ops, grid) -> Prediction | str:
-    from willitscale.calibrate.forms import default_algorithm, flat_time
-    from willitscale.units import format_bandwidth
-
     if not run.uplink or run.nodes < 2 or run.ranks_per_node != 1:
         return "no emulated uplink with one rank per node"
     rate = format_bandwidth(run.uplink, bits=True)

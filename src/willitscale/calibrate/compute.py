@@ -20,16 +20,17 @@ import re
 import statistics
 from collections.abc import Sequence
 
+from willitscale.bench.models import FUSED_CAUSAL_ATTENTION, bench_model
 from willitscale.calibrate.runs import TORCH_TO_DTYPE, MeasuredRun
 from willitscale.hardware.calibration import ComputeCalibration
+from willitscale.hardware.catalog import get_gpu, list_gpus
+from willitscale.workload.flops import training_flops
 
 __all__ = ["compute_calibrations", "train_executed_flops_per_rank"]
 
 
 def train_executed_flops_per_rank(row) -> float:
-    """Executed FLOPs of one rank's step in a :class:`~willitscale.bench.records.TrainRow`."""
-    from willitscale.bench.models import FUSED_CAUSAL_ATTENTION, bench_model
-    from willitscale.workload.flops import training_flops
+    """Executed FLOPs of one rank's step in a :class:`~willitscale.results.records.TrainRow`."""
 
     fused = FUSED_CAUSAL_ATTENTION
     flops = training_flops(bench_model(row.model), row.seq_len, causal=fused, flash_attention=fused)
@@ -53,7 +54,6 @@ def catalog_gpu_for(device: str, wanted: str | None = None):
     device name, among those with its model word (a100, h100, ...); a tie is None: torch's
     ``"NVIDIA H100 80GB HBM3"`` could be the SXM or the PCIe card, and we do not guess.
     """
-    from willitscale.hardware.catalog import get_gpu, list_gpus
 
     if wanted:
         return get_gpu(wanted)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from willitscale.bench.records import row_from_json
 from willitscale.errors import ConfigError
+from willitscale.results.records import row_from_json
+from willitscale.units import format_bandwidth
 
 __all__ = ["MeasuredRun", "measured_run", "run_from_environment", "TORCH_TO_DTYPE"]
 
@@ -44,14 +45,12 @@ class MeasuredRun:
     def setup(self) -> str:
         text = f"{self.backend}, {'/'.join(self.devices) or '?'}"
         if self.uplink:
-            from willitscale.units import format_bandwidth
-
             text += f", emulated uplink {format_bandwidth(self.uplink, bits=True)}"
         return text
 
 
 def measured_run(stored) -> MeasuredRun:
-    """From a :class:`~willitscale.bench.store.StoredRun`."""
+    """From a :class:`~willitscale.results.store.StoredRun`."""
     info = stored.info
     return run_from_environment(info.environment, kind=info.kind, rows=stored.rows, id=info.id,
                                 started_at=info.started_at)

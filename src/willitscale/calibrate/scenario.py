@@ -16,27 +16,22 @@ the first bucket are taken to have used the cap.
 
 from __future__ import annotations
 
+from willitscale.bench.models import FUSED_CAUSAL_ATTENTION, bench_model
 from willitscale.calibrate.runs import TORCH_TO_DTYPE, MeasuredRun
+from willitscale.compute.kernels import OPTIMIZER_BYTES_PER_PARAM
+from willitscale.estimation.estimate import estimate
 from willitscale.hardware.calibration import Calibration
+from willitscale.hardware.model import Cluster, Gpu, Link, LinkKind, Node
+from willitscale.scenario.options import ParallelOptions
+from willitscale.scenario.plan import Plan
+from willitscale.scenario.scenario import DdpOptions, Scenario
 
 __all__ = ["predict_train_step", "scenario_for"]
 
 HOST_MEMORY_BYTES = 2.0**40  #: the memory report is not validated; any large figure will do
 
 
-def _estimate_api():
-    try:
-        from willitscale.plan import estimate as estimate_module
-        from willitscale.plan.plan import Plan
-        from willitscale.plan.scenario import DdpOptions, Scenario
-    except ImportError:
-        return None
-    return estimate_module, Plan, DdpOptions, Scenario
-
-
 def _links(run: MeasuredRun, cal: Calibration):
-    from willitscale.hardware.model import Link, LinkKind
-
     def link(fit, name, kind):
         return Link(name=name, kind=kind, bandwidth=fit.bandwidth, latency=fit.latency,
                     efficiency=1.0, source=f"calibration (runs {list(fit.runs)})")
@@ -53,15 +48,6 @@ def _links(run: MeasuredRun, cal: Calibration):
 
 def scenario_for(row, run: MeasuredRun, cal: Calibration):
     """``(scenario, None)`` for the estimate, or ``(None, reason)``."""
-    api = _estimate_api()
-    if api is None:
-        return None, ("the training-step prediction needs the estimate (willitscale.plan), which "
-                      "this build does not include yet")
-    estimate_module, Plan, DdpOptions, Scenario = api
-    from willitscale.bench.models import FUSED_CAUSAL_ATTENTION, bench_model
-    from willitscale.hardware.model import Cluster, Gpu, Node
-    from willitscale.plan.options import ParallelOptions
-
     dtype = TORCH_TO_DTYPE[row.dtype]
     compute = cal.compute_for(dtype, row.device)
     if compute is None or compute.efficiency is None:
@@ -70,7 +56,7 @@ def scenario_for(row, run: MeasuredRun, cal: Calibration):
     if reason:
         return None, reason
     per_param = compute.optimizer_time_per_param
-    bytes_per_param = estimate_module.OPTIMIZER_BYTES_PER_PARAM
+    bytes_per_param = OPTIMIZER_BYTES_PER_PARAM
     gpu = Gpu(name=row.device, display_name=row.device, vendor="measured",
               memory=HOST_MEMORY_BYTES,
               memory_bandwidth=bytes_per_param / per_param if per_param else 1e15,
@@ -94,10 +80,8 @@ def scenario_for(row, run: MeasuredRun, cal: Calibration):
 
 
 def predict_train_step(row, run: MeasuredRun, cal: Calibration) -> tuple[float | None, str]:
-    """The estimate's step time for a measured :class:`~willitscale.bench.records.TrainRow`."""
+    """The estimate's step time for a measured :class:`~willitscale.results.records.TrainRow`."""
     scenario, reason = scenario_for(row, run, cal)
     if scenario is None:
         return None, reason
-    from willitscale.plan.estimate import estimate
-
     return float(estimate(scenario).step_time), ""

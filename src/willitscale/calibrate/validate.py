@@ -2,7 +2,7 @@
 
 * A collective row is predicted with the alpha-beta form of its op (ring or direct) on the
   link level(s) its run crossed, using the calibration's figures for them.
-* A training row is predicted by the estimate (:func:`willitscale.plan.estimate.estimate`) for
+* A training row is predicted by the estimate (:func:`willitscale.estimation.estimate.estimate`) for
   the same model, batch, ranks and nodes, given the calibration (see :mod:`.scenario`).
 
 A row is *in-sample* when it was one of the points the calibration was fitted to (its run is
@@ -20,6 +20,7 @@ import numpy as np
 
 from willitscale.calibrate.forms import default_algorithm, flat_time, two_level_time
 from willitscale.calibrate.runs import MeasuredRun
+from willitscale.calibrate.scenario import predict_train_step
 from willitscale.hardware.calibration import Calibration, LinkCalibration
 
 __all__ = ["Comparison", "Skipped", "compare", "collective_links"]
@@ -119,8 +120,6 @@ def _compare_collectives(run: MeasuredRun, cal: Calibration):
 
 
 def _compare_train(run: MeasuredRun, cal: Calibration):
-    from willitscale.calibrate.scenario import predict_train_step
-
     out = []
     for row in run.rows:
         predicted, reason = predict_train_step(row, run, cal)

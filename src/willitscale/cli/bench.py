@@ -6,7 +6,7 @@ parts, through torch.distributed (NCCL on GPUs, Gloo on CPUs). Every run is kept
 store. docs/measure.md.
 
 Three ways to start the ranks: ``--nproc N`` here (the built-in spawner), ``torchrun ... -m
-willitscale.bench <kind> ...`` (each process is one worker), or inside ``willitscale
+willitscale bench <kind> ...`` (each process is one worker), or inside ``willitscale
 emulate`` (which tells the spawner its node's place). Rank 0 stores each row as it is measured
 and prints the table (or ``--json``) at the end.
 """
@@ -21,8 +21,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from willitscale.bench.options import (OPTIONS_ENV, add_collective_args, add_matmul_args,
-                                       add_train_args, options_from_args)
+from willitscale.bench.options import (
+    OPTIONS_ENV,
+    add_collective_args,
+    add_matmul_args,
+    add_train_args,
+    options_from_args,
+)
 
 __all__ = ["register", "table_of"]
 
@@ -39,7 +44,7 @@ _ABOUT = {
                     "sync; algbw = size / time, busbw = algbw x the op's factor; #wrong counts "
                     "elements off the exact expectation.",
                     ("willitscale bench collectives --nproc 8 --ops all_reduce -b 1MB -e 1GB --plot figs",
-                     "torchrun --standalone --nproc-per-node=gpu -m willitscale.bench collectives "
+                     "torchrun --standalone --nproc-per-node=gpu -m willitscale bench collectives "
                      "-b 1MB -e 1GB",
                      "willitscale bench collectives --nproc 2 --ops all -b 1kB -e 64kB --mode both")),
     "matmul": ("What FLOP/s do matrix products reach on these devices, per size and dtype? (On a "
@@ -76,6 +81,10 @@ def register(subparsers) -> None:
         launch.add_argument("--master-addr", default=None, help="node 0's address")
         launch.add_argument("--master-port", type=int, default=None,
                             help="node 0's rendezvous port (single node: picked automatically)")
+        launch.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                            help="a rank that makes no progress for this long (stopped, or in a "
+                                 "collective that never completes) is named and the job stopped "
+                                 "(default: $WILLITSCALE_TIMEOUT_S, else 300)")
         out = p.add_argument_group("output")
         out.add_argument("--json", action="store_true", help="print the rows as JSON")
         out.add_argument("--label", default="", help="a note stored with the run")
@@ -103,7 +112,11 @@ def run(kind: str, args: argparse.Namespace) -> int:
         require_matplotlib()
     job = Job(kind=kind, options=options_from_args(kind, args), json=args.json, label=args.label,
               store=not args.no_store, plot=os.path.abspath(plot) if plot else "")
+    from willitscale.bench.watch import TIMEOUT_ENV, timeout_s
+
+    timeout = timeout_s(args.timeout)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # a worker started by torchrun
+        os.environ[TIMEOUT_ENV] = repr(timeout)  # its collectives' timeout (bench.dist)
         return _run_worker(job)
     from willitscale.bench.dist import import_torch
     from willitscale.bench.launch import LaunchSpec, launch
@@ -119,11 +132,12 @@ def run(kind: str, args: argparse.Namespace) -> int:
     spec = LaunchSpec.from_env(nproc=args.nproc, nnodes=args.nnodes, node_rank=args.node_rank,
                                master_addr=args.master_addr, master_port=args.master_port)
     import_torch()
-    code = launch(kind, job.to_json(), spec)
-    if code not in (0, 130):
-        print(f"error: the benchmark failed (a rank exited with status {code}; its message is "
-              "above)", file=sys.stderr)
-    return code
+    outcome = launch(kind, job.to_json(), spec, timeout=timeout)
+    if outcome.failure:
+        stored = (f"; its finished rows are kept in run {outcome.run_id}, marked failed: "
+                  f"willitscale results show {outcome.run_id}" if outcome.marked else "")
+        print(f"error: {outcome.failure}{stored}", file=sys.stderr)
+    return outcome.code
 
 
 def _run_worker(job) -> int:

@@ -15,7 +15,7 @@ from willitscale.errors import Infeasible, WillItScaleError
 
 HELP = "predict one training step: time, breakdown, MFU, memory, bottleneck, timeline"
 
-#: The main job's scenario: the handbook chapter's 2B model (seeds/000) on 8 x A100 80GB nodes
+#: The main job's scenario: the handbook chapter's 2B model (Bekman's networking chapter) on 8 x A100 80GB nodes
 #: with 200 Gb/s per node, 2 samples of 2048 tokens per GPU, full recomputation, HFU 0.5.
 DEFAULT_SETTINGS = {
     "name": "the handbook's 2B model (Bekman's networking chapter) on A100 nodes with 200 Gb/s per node",
@@ -75,9 +75,9 @@ def _scenario_json(scenario) -> dict:
 def _scenario_or_verdict(settings):
     """The scenario; when its batch does not split but the plan would not fit in memory with
     any split, the out-of-memory verdict instead (the more fundamental answer)."""
-    from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import out_of_memory_verdict
-    from willitscale.plan.plan import BatchNotDivisible
+    from willitscale.estimation.estimate import out_of_memory_verdict
+    from willitscale.scenario.build import build_scenario
+    from willitscale.scenario.plan import BatchNotDivisible
 
     try:
         return build_scenario(settings)
@@ -113,8 +113,7 @@ def print_verdict(verdict, *, as_json: bool) -> int:
 def run(args: argparse.Namespace) -> int:
     from willitscale.cli.estimate_text import print_estimate
     from willitscale.cli.output import print_json
-    from willitscale.plan.estimate import estimate
-
+    from willitscale.estimation.estimate import estimate
     from willitscale.report.timeline import check_width
 
     check_width(args.width, "--width")  # before the work, not after the output
@@ -146,9 +145,9 @@ def run_default() -> int:
     from willitscale.cli.estimate_text import print_estimate
     from willitscale.cli.output import console
     from willitscale.cli.scale import print_scaling
-    from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import estimate
+    from willitscale.estimation.estimate import estimate
     from willitscale.plan.scaling import scaling_rows
+    from willitscale.scenario.build import build_scenario
 
     out = console()
     out.print(f"[bold]willitscale[/bold] — {DEFAULT_SETTINGS['name']}\n")

@@ -1,4 +1,4 @@
-"""The readable (rich) rendering of a :class:`~willitscale.plan.result.StepEstimate`.
+"""The readable (rich) rendering of a :class:`~willitscale.estimation.result.StepEstimate`.
 
 Laid out for an 80-column terminal: a headline, the breakdown table, communication, memory,
 the bottleneck with its fixes, the timeline lanes, then the assumptions.

@@ -140,8 +140,11 @@ def _traffic_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--order", default="tp,cp,ep,dp,pp",
                    help="with --step: rank nesting, innermost first (default Megatron-LM's tp,cp,ep,dp,pp; "
                    "tp,cp,ep,pp,dp keeps a model copy on neighbouring servers and spreads DP widest)")
+    about = {"dp": "DP degree: every data-parallel replica, the EP ranks among them, as in estimate",
+             "ep": "EP degree: a divisor of --dp (experts are split over data-parallel ranks)"}
     for d in ("tp", "cp", "ep", "dp", "pp"):
-        g.add_argument(f"--{d}", type=int, default=1, help=f"{d.upper()} degree (with --step)")
+        g.add_argument(f"--{d}", type=int, default=1,
+                       help=about.get(d, f"{d.upper()} degree") + " (with --step)")
         g.add_argument(f"--{d}-bytes", default="0", help=f"bytes per {d.upper()} operation per GPU")
         if d != "dp":
             g.add_argument(f"--{d}-count", type=int, default=1, help=f"{d.upper()} operations per step")
@@ -235,6 +238,8 @@ def _summary_rows(topo) -> list[list]:
 
 
 def _print_topology(topo, file=None) -> None:
+    from rich.markup import escape
+
     from willitscale.cli.output import console, print_table
 
     params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in topo.params.items())
@@ -242,7 +247,7 @@ def _print_topology(topo, file=None) -> None:
                 ["tier", "directed links", "capacity", "latency", "total"], _summary_rows(topo),
                 units=["", "", "GB/s each way", "us", "TB/s"], caption=params, file=file)
     for a in topo.assumptions:
-        console(file).print(f"[dim]assumption:[/dim] {a}")
+        console(file).print(f"[dim]assumption:[/dim] {escape(a)}")
 
 
 # ---------------------------------------------------------------------------------- commands
@@ -385,7 +390,7 @@ def _step_traffic(args, topo, size):
 def _simulate_streams(args, topo, size, seeds) -> dict:
     import numpy as np
 
-    from willitscale.fabric.flows import Traffic
+    from willitscale.collectives.phases import Traffic
     from willitscale.fabric.report import link_report, traffic_matrix
     from willitscale.fabric.simulator import simulate
 
@@ -415,7 +420,7 @@ def _simulate_streams(args, topo, size, seeds) -> dict:
 
 def _incast_summary(topo, traffic, res, seed, args) -> dict:
     """The incast in numbers: fan-in, what one sender alone takes, the slowdown, the receiver link."""
-    from willitscale.fabric.flows import Phase, Stream, Traffic
+    from willitscale.collectives.phases import Phase, Stream, Traffic
     from willitscale.fabric.simulator import simulate
 
     phase = traffic.streams[0].phases[0]
@@ -429,14 +434,16 @@ def _incast_summary(topo, traffic, res, seed, args) -> dict:
 
 
 def _print_simulation(out: dict) -> None:
+    from rich.markup import escape
+
     from willitscale.cli.output import console, print_table
     from willitscale.units import format_time
 
     t = out["completion_time_s"]
     c = console()
     topo = out["topology"]
-    c.print(f"[bold]{topo['kind']}[/bold]: {topo['gpus']} GPUs on {topo['nodes']} servers, "
-            f"routing {out.get('routing')}")
+    c.print(f"[bold]{escape(str(topo['kind']))}[/bold]: {topo['gpus']} GPUs on {topo['nodes']} "
+            f"servers, routing {escape(str(out.get('routing')))}")
     if isinstance(t, dict):
         c.print(f"completion time: mean {format_time(t['mean'])}, worst {format_time(t['worst'])} "
                 f"over seeds {out['seeds'][0]}..{out['seeds'][-1]}")
@@ -475,4 +482,4 @@ def _print_simulation(out: dict) -> None:
             c.print(f"  {by['same_server']:,} inside servers, {by['same_rail']:,} on one rail, "
                     f"{by['cross_rail']:,} across rails ({share['cross_rail']:.1%} of the bytes)")
     for a in out["assumptions"]:
-        c.print(f"[dim]assumption:[/dim] {a}")
+        c.print(f"[dim]assumption:[/dim] {escape(a)}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-# Kept in step with willitscale.workload.memory.CONVENTIONS (a test checks); listed here so
+# Kept in step with willitscale.memory.state.CONVENTIONS (a test checks); listed here so
 # that building the parser does not import numpy.
 CONVENTION_NAMES = ("zero-16", "handbook-18", "fp32-16", "inference-2")
 RECOMPUTE_MODES = ("none", "selective", "full")
@@ -69,8 +69,8 @@ def run(args) -> int:
 
         raise ConfigError("willitscale model needs a NAME (a catalog model, e.g. willitscale model "
                           "gpt2-xl) or a config.json PATH; willitscale model --list lists the names")
+    from willitscale.estimation.model_summary import summarize_model
     from willitscale.workload.catalog import get_model
-    from willitscale.workload.summary import summarize_model
 
     summary = summarize_model(
         get_model(args.target), seq_len=args.seq_len, micro_batch=args.micro_batch,

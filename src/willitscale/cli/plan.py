@@ -66,8 +66,12 @@ def _ints(text, field):
 
     if text is None:
         return None
+    parts = [x.strip() for x in str(text).split(",")]
+    if not all(parts):
+        raise ConfigError(f"--{field}", text, "comma-separated integers with no empty entries, "
+                                              "e.g. 1,2,4,8")
     try:
-        values = tuple(int(x) for x in str(text).split(",") if x.strip())
+        values = tuple(int(x) for x in parts)
     except ValueError:
         raise ConfigError(f"--{field}", text, "comma-separated integers, e.g. 1,2,4,8") from None
     least = 0 if field == "zero" else 1
@@ -81,7 +85,7 @@ def _words(text, field, allowed):
 
     if text is None:
         return None
-    values = tuple(x.strip() for x in str(text).split(",") if x.strip())
+    values = tuple(x.strip() for x in str(text).split(","))
     bad = [v for v in values if v not in allowed]
     if bad or not values:
         raise ConfigError(f"--{field}", text, "comma-separated, from " + ", ".join(allowed))
@@ -91,9 +95,9 @@ def _words(text, field, allowed):
 def space_from_args(args, memory_fraction: float | None = None):
     """The search space the flags give; ``memory_fraction`` is the scenario's (the flag, a
     scenario file's ``memory_fraction``, else the default), so plan and estimate agree."""
-    from willitscale.plan.memory import DEFAULT_MEMORY_FRACTION
-    from willitscale.plan.plan import PP_SCHEDULES, RECOMPUTE
+    from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
     from willitscale.plan.search import SearchSpace
+    from willitscale.scenario.plan import PP_SCHEDULES, RECOMPUTE
 
     given = {
         "tp": _ints(args.tp, "tp"), "pp": _ints(args.pp, "pp"), "cp": _ints(args.cp, "cp"),
@@ -112,8 +116,7 @@ def planning_settings(settings: dict, gpus: int | None) -> dict:
     """``settings`` without the batch split, on ``gpus`` GPUs as whole nodes (when given)."""
     from willitscale.errors import ConfigError
     from willitscale.hardware import build_cluster
-
-    from willitscale.plan.search import MAX_GPUS
+    from willitscale.hardware.model import MAX_GPUS
 
     base = {k: v for k, v in settings.items() if k not in ("global_batch", "micro_batch", "grad_accum")}
     probe = build_cluster(preset=base.get("preset"), gpu=base.get("gpu"), nodes=1,
@@ -138,14 +141,14 @@ def planning_settings(settings: dict, gpus: int | None) -> dict:
 
 def scenario_for(settings: dict, gpus: int | None):
     """The model and cluster to plan on: ``gpus`` GPUs, as whole nodes."""
-    from willitscale.plan.build import build_scenario
+    from willitscale.scenario.build import build_scenario
 
     return build_scenario({**planning_settings(settings, gpus), "micro_batch": 1})
 
 
 def run(args: argparse.Namespace) -> int:
-    from willitscale.cli.plan_output import plan_json, print_plans
     from willitscale.cli.output import print_json
+    from willitscale.cli.plan_output import plan_json, print_plans
     from willitscale.errors import ConfigError
     from willitscale.plan.search import search
 

@@ -35,7 +35,7 @@ def plan_row(result, index: int, *, peak: float) -> dict:
 def estimate_flags(plan, *, memory_fraction: float | None = None) -> str:
     """:func:`~willitscale.report.plans.plan_flags`, with the planner's ``--memory-fraction``
     when it is not the default, so ``estimate`` judges "fits" as the planner did."""
-    from willitscale.plan.memory import DEFAULT_MEMORY_FRACTION
+    from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
 
     flags = plan_flags(plan)
     if memory_fraction is not None and memory_fraction != DEFAULT_MEMORY_FRACTION:
@@ -86,7 +86,7 @@ def plan_json(result, scenario, *, top: int, explain: int) -> dict:
 def plan_warnings(scenario) -> tuple[str, ...]:
     """What about the scenario deserves a second look before trusting the ranking: the
     calibration applied to a cluster it does not describe, the cluster's own warnings."""
-    from willitscale.plan.calibration_scope import calibration_scope
+    from willitscale.estimation.calibration_scope import calibration_scope
 
     return calibration_scope(scenario)[0] + tuple(scenario.cluster.warnings)
 

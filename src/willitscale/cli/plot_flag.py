@@ -43,9 +43,9 @@ def scale_plots(directory: str, settings, nodes) -> list:
     """``scale --plot``: breakdown by node count, efficiency, comms vs compute (crossover); plans
     out of memory are drawn with their numbers (marked OOM), as the table shows them. With one
     node count only the breakdown: stderr says why."""
-    from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import estimate
+    from willitscale.estimation.estimate import estimate
     from willitscale.report.figures import scaling_charts, scaling_notes
+    from willitscale.scenario.build import build_scenario
 
     def charts():
         estimates = [estimate(build_scenario({**settings, "nodes": n}), allow_oom=True)
@@ -70,10 +70,13 @@ MAX_HEATMAP_GPUS = 512
 
 def fabric_plots(directory: str, result) -> list:
     """``fabric simulate --plot``: the link utilisation histogram and the GPU-pair traffic
-    heatmap (Figure 7 of seeds/002) of a :class:`~willitscale.fabric.simulator.SimulationResult`."""
+    heatmap (Figure 7 of 'GPU fabrics for GenAI workloads') of a :class:`~willitscale.fabric.simulator.SimulationResult`."""
     from willitscale.fabric.report import link_report
     from willitscale.report.chartdata import pair_matrix
-    from willitscale.report.plots.fabric import link_utilization_histogram, traffic_heatmap
+    from willitscale.report.plots.fabric import (
+        link_utilization_histogram,
+        traffic_heatmap,
+    )
 
     def charts():
         topo = result.topology
@@ -122,10 +125,10 @@ def collective_plots(directory: str, environment, rows, *, run_id: int | None = 
     against the model's prediction for the run's setup: the latest calibration when it can
     predict the run, else the catalog or the emulated uplink (:mod:`willitscale.calibrate.busbw`);
     says on stderr where the prediction came from."""
-    from willitscale.bench.store import Store
     from willitscale.calibrate.busbw import latest_calibration, predicted_busbw
     from willitscale.calibrate.runs import run_from_environment
     from willitscale.errors import WillItScaleError
+    from willitscale.results.store import Store
 
     try:
         run = run_from_environment(environment, kind="collectives", rows=rows, id=run_id or 0)

@@ -35,10 +35,14 @@ _LEVEL_LINK = {"inter": "inter-node, per node", "intra": "intra-node, per GPU",
 def requirement_row(scenario, *, max_exposed_share: float) -> dict:
     """One row: the numeric requirement on the limiting level, the closed forms (with the
     traffic of the algorithm the model runs), the article's rule, the verdict."""
-    from willitscale.plan.comms import gradient_allreduce
-    from willitscale.plan.estimate import estimate
-    from willitscale.plan.links import cluster_links
-    from willitscale.plan.requirements import article_001_rule, level_bytes, link_requirement
+    from willitscale.collectives.lines import cluster_links
+    from willitscale.estimation.comms import gradient_allreduce
+    from willitscale.estimation.estimate import estimate
+    from willitscale.plan.requirements import (
+        article_001_rule,
+        level_bytes,
+        link_requirement,
+    )
 
     est = estimate(scenario, allow_oom=True)  # a bandwidth question: memory is reported, not judged
     req = link_requirement(scenario, max_exposed_share=max_exposed_share)
@@ -88,13 +92,13 @@ _SHORT_LINK = {"inter-node, per node": "per node", "intra-node, per GPU": "per G
 def run(args: argparse.Namespace) -> int:
     from willitscale.cli.output import print_json
     from willitscale.cli.scale import compact_table
-    from willitscale.plan.build import build_scenario
     from willitscale.plan.scaling import parse_nodes
+    from willitscale.scenario.build import build_scenario
     from willitscale.units import format_count, parse_count
 
     settings = settings_from_args(args, skip=("nodes", "params"))
     nodes = parse_nodes(args.nodes or settings.get("nodes", 1))
-    params_list = ([parse_count(p.strip(), field="--params") for p in args.params.split(",") if p.strip()]
+    params_list = ([parse_count(p.strip(), field="--params") for p in args.params.split(",")]
                    if args.params else [settings.get("params")])
     rows = []
     for params in params_list:

@@ -1,6 +1,6 @@
 """The scenario flags shared by ``estimate``, ``scale`` and ``requirements``.
 
-Every flag maps to one setting of :mod:`willitscale.plan.settings`; a scenario TOML file (given
+Every flag maps to one setting of :mod:`willitscale.scenario.settings`; a scenario TOML file (given
 as the positional argument or ``--scenario``) supplies defaults that flags override.
 """
 
@@ -127,7 +127,12 @@ def _ddp_and_measurement_flags(parser) -> None:
 def settings_from_args(args: argparse.Namespace, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     """The settings the flags give (file values first, flags on top), parsed to SI."""
     from willitscale.errors import ConfigError
-    from willitscale.plan.settings import SETTINGS, load_settings, merge_settings, parse_setting
+    from willitscale.scenario.settings import (
+        SETTINGS,
+        load_settings,
+        merge_settings,
+        parse_setting,
+    )
 
     files = [f for f in (args.scenario_file, args.scenario_flag) if f]
     if len(files) > 1:

@@ -67,7 +67,7 @@ def _deadline(args: argparse.Namespace) -> float | None:
 
 def _total_flops(args: argparse.Namespace, params: float | None) -> float | None:
     from willitscale.plan.sizing import training_flops
-    from willitscale.units import parse_flop_rate, parse_count
+    from willitscale.units import parse_count, parse_flop_rate
 
     given = [n for n in ("zflops", "flops") if getattr(args, n) is not None]
     if len(given) > 1:
@@ -102,7 +102,7 @@ def _gpu_figures(args: argparse.Namespace) -> tuple[float | None, float | None, 
             raise ConfigError("--gpu-tflops", args.gpu_tflops, "a number > 0")
         peak = args.gpu_tflops * 1e12
     if args.gpu_memory is not None:
-        memory = parse_size(args.gpu_memory, field="--gpu-memory", unit_required=True)
+        memory = parse_size(args.gpu_memory, field="--gpu-memory", unit_required=True, bits=False)
     return peak, memory, name
 
 

@@ -52,13 +52,11 @@ def _calibration(store, path: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from willitscale.bench.store import Store
     from willitscale.calibrate.runs import measured_run
-    from willitscale.calibrate.validate import compare
+    from willitscale.calibrate.validate import Skipped, compare
     from willitscale.cli.output import print_json, print_table
-
-    from willitscale.calibrate.validate import Skipped
     from willitscale.errors import ConfigError
+    from willitscale.results.store import Store
 
     with Store() as store:
         cal, path = _calibration(store, args.calibration)
@@ -102,7 +100,10 @@ def _plot(directory: str, rows) -> None:
     from willitscale.cli.results import busbw_curves
 
     def charts():
-        from willitscale.report.plots.measurements import busbw_vs_size, predicted_vs_measured
+        from willitscale.report.plots.measurements import (
+            busbw_vs_size,
+            predicted_vs_measured,
+        )
 
         out = [predicted_vs_measured([r.measured for r in rows], [r.predicted for r in rows],
                                      in_sample=[r.in_sample for r in rows], unit="s")]

@@ -17,9 +17,19 @@ from willitscale.collectives.algorithms import (
     parse_algorithm,
 )
 from willitscale.collectives.choice import DEFAULT_TOLERANCE, Choice, fastest
-from willitscale.collectives.cost import CollectiveCost, collective_cost, collective_costs
+from willitscale.collectives.cost import (
+    CollectiveCost,
+    collective_cost,
+    collective_costs,
+)
 from willitscale.collectives.metrics import algbw, busbw, busbw_factor, nccl_tests_size
-from willitscale.collectives.network import DEFAULT_INTRA_LATENCY, DEFAULT_LINK, Hierarchy, LinkCost, Network
+from willitscale.collectives.network import (
+    DEFAULT_INTRA_LATENCY,
+    DEFAULT_LINK,
+    Hierarchy,
+    LinkCost,
+    Network,
+)
 from willitscale.collectives.ops import Op, parse_op
 
 __all__ = [

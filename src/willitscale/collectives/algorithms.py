@@ -18,6 +18,7 @@ __all__ = [
     "Algorithm",
     "NotApplicable",
     "applicable_algorithms",
+    "nccl_algorithms",
     "not_applicable_reason",
     "parse_algorithm",
 ]
@@ -130,3 +131,11 @@ def not_applicable_reason(op: Op, algorithm: Algorithm, network: LinkCost | Hier
 def applicable_algorithms(op: Op, network: LinkCost | Hierarchy) -> tuple[Algorithm, ...]:
     """Every algorithm that can run ``op`` on ``network``, in :data:`PREFERENCE` order."""
     return tuple(a for a in PREFERENCE if not_applicable_reason(op, a, network) is None)
+
+
+def nccl_algorithms(op: Op | str) -> tuple[Algorithm, ...]:
+    """The algorithms NCCL runs for ``op``, in :data:`PREFERENCE` order: its ring, its tree for
+    all_reduce only, and direct peer-to-peer sends for all_to_all and send_recv."""
+    op = Op(op)
+    return tuple(a for a in PREFERENCE if a in NCCL_ALGORITHMS and op in _FLAT[a]
+                 and (a is not Algorithm.DOUBLE_BINARY_TREE or op is Op.ALL_REDUCE))

@@ -30,8 +30,9 @@ from willitscale.collectives.cost import CollectiveCost, collective_costs
 from willitscale.collectives.network import DEFAULT_LINK, Network
 from willitscale.collectives.ops import Op, parse_op
 from willitscale.errors import ConfigError
+from willitscale.units import format_time
 
-__all__ = ["DEFAULT_TOLERANCE", "Choice", "fastest"]
+__all__ = ["DEFAULT_TOLERANCE", "Choice", "fastest", "first_within"]
 
 #: two algorithms whose times differ by less than this fraction count as a tie
 DEFAULT_TOLERANCE = 0.01
@@ -84,6 +85,14 @@ def _candidates(op: Op, network: Network, algorithms) -> tuple[Algorithm, ...]:
     return tuple(sorted(set(usable), key=PREFERENCE.index))
 
 
+def first_within(times, tolerance: float = DEFAULT_TOLERANCE) -> np.ndarray:
+    """Per element, the index of the first candidate (rows of ``times``, in preference order)
+    whose time is within ``tolerance`` of the fastest: the choice rule of :func:`fastest`."""
+    times = np.asarray(times, dtype=float)
+    within = times <= times.min(axis=0) * (1 + tolerance) + 1e-300
+    return np.argmax(within, axis=0)
+
+
 def fastest(op: Op | str, size, ranks, network: Network | None = None, *, algorithms=None,
             tolerance: float = DEFAULT_TOLERANCE) -> Choice:
     """Choose the algorithm for ``op``: the fastest, ties within ``tolerance`` going to NCCL's.
@@ -101,9 +110,7 @@ def fastest(op: Op | str, size, ranks, network: Network | None = None, *, algori
     else:
         costs = collective_costs(op, size, ranks, network, algorithms=_candidates(op, network, algorithms))
     times = np.stack(np.broadcast_arrays(*[np.asarray(c.time, dtype=float) for c in costs]))
-    best = times.min(axis=0)
-    within = times <= best * (1 + tolerance) + 1e-300
-    index = np.argmax(within, axis=0)  # first candidate (in preference order) within tolerance
+    index = first_within(times, tolerance)
     strict = np.argmin(times, axis=0)
     names = np.array([c.algorithm.value for c in costs], dtype=object)
     if index.ndim == 0:
@@ -125,8 +132,6 @@ def _take(costs, field, index):
 
 
 def _reason(costs: tuple[CollectiveCost, ...], i: int, j: int, tolerance: float) -> str:
-    from willitscale.units import format_time
-
     chosen = costs[i]
     if float(chosen.time) == 0:
         return "with one rank (or nothing to send) every algorithm costs 0; ring is the default"

@@ -55,7 +55,7 @@ class CollectiveCost:
     bytes_sent_per_rank: object  #: bytes the busiest rank sends
     peak_node_bytes_in: object  #: bytes into the busiest node over the whole operation
     peak_node_bytes_out: object  #: bytes out of the busiest node over the whole operation
-    peak_node_bytes_per_round: object  #: most bytes into one node in one round (seeds/004's "peak node bandwidth")
+    peak_node_bytes_per_round: object  #: most bytes into one node in one round (Wei and Xia's lecture's "peak node bandwidth")
     fan_in: object  #: most senders into one node at once
     algbw: object  #: bytes/s: size / time (0 when nothing moves)
     busbw: object  #: bytes/s: algbw x nccl-tests' factor for the op

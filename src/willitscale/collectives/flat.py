@@ -192,7 +192,7 @@ def _parameter_server(op: Op, S, n):
 
 
 def _naive(op: Op, S, n):
-    # seeds/004 "Try #2", with later rounds moved earlier: in round k rank i sends its whole
+    # Wei and Xia's lecture "Try #2", with later rounds moved earlier: in round k rank i sends its whole
     # vector to rank i+k, for k = 1..n-1.
     w = (n - 1) * S
     return n - 1, w, w, w, w, S, _one(n), "(n-1)·α + (n-1)·S/B"

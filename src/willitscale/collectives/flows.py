@@ -1,4 +1,4 @@
-"""The flows each collective algorithm emits, step by step, as :class:`~willitscale.fabric.flows.Phase` s.
+"""The flows each collective algorithm emits, step by step, as :class:`~willitscale.collectives.phases.Phase` s.
 
 ``size`` follows nccl-tests: the buffer per rank for all_reduce, broadcast, reduce and
 all_to_all (each rank sends ``size / n`` to every peer); the *total* (gathered output /
@@ -37,8 +37,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from willitscale.collectives.ops import Op, parse_op
+from willitscale.collectives.phases import Phase
 from willitscale.errors import ConfigError
-from willitscale.fabric.flows import Phase
 
 __all__ = ["ALGORITHMS", "default_algorithm", "group_phases", "collective_phases", "double_binary_trees"]
 

@@ -19,6 +19,7 @@ from typing import TypeAlias
 import numpy as np
 
 from willitscale.errors import ConfigError
+from willitscale.units import format_bandwidth, format_time
 
 __all__ = ["DEFAULT_INTRA_LATENCY", "DEFAULT_LINK", "Hierarchy", "LinkCost", "Network"]
 
@@ -53,7 +54,6 @@ class LinkCost:
 
     def describe(self) -> str:
         """``"50 GB/s one direction, 5 us per hop"`` (plus the name when it has one)."""
-        from willitscale.units import format_bandwidth, format_time
 
         text = f"{_fmt(self.bandwidth, format_bandwidth)} one direction, {_fmt(self.latency, format_time)} per hop"
         return f"{self.name}: {text}" if self.name else text
@@ -106,8 +106,6 @@ class Hierarchy:
         )
 
     def describe(self) -> str:
-        from willitscale.units import format_bandwidth, format_time
-
         intra, inter = self.intra, self.inter
         text = (
             f"{self.ranks_per_node} ranks per node; inside a node {_fmt(intra.bandwidth, format_bandwidth)} "
@@ -144,7 +142,7 @@ def _fmt(value, formatter) -> str:
 
 
 #: The link assumed when none is given: one 400 Gb/s InfiniBand NDR port, 400e9 / 8 = 50 GB/s one
-#: direction (the lecture's "state-of-the-art NIC: 400Gbps RDMA ~= 50GB/s", seeds/004), at its
+#: direction (the lecture's "state-of-the-art NIC: 400Gbps RDMA ~= 50GB/s", Wei and Xia's lecture), at its
 #: advertised rate (no efficiency derating). 5 us per hop sits inside the range NCCL's own tuning
 #: model charges a network hop (src/graph/tuning.cc, hwLat[NET]: 2.7 us for the LL protocol to
 #: 9.6 us for Simple, ring algorithm).

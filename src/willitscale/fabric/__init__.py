@@ -13,10 +13,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# public name -> module (loaded lazily: ``willitscale.collectives.flows`` imports
-# ``willitscale.fabric.flows``, and the traffic generators import it back)
+# public name -> module under willitscale.fabric (loaded lazily); the flow data types live in
+# willitscale.collectives.phases (the collectives' flows are built from them) and are re-exported
 _EXPORTS = {
-    **dict.fromkeys(["Phase", "Stream", "Traffic"], "flows"),
+    **dict.fromkeys(["Phase", "Stream", "Traffic"], "willitscale.collectives.phases"),
     "max_min_fair": "maxmin",
     **dict.fromkeys(["simulate", "SimulationResult"], "simulator"),
     **dict.fromkeys(["LinkReport", "link_report", "TrafficMatrix", "traffic_matrix"], "report"),
@@ -36,7 +36,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'willitscale.fabric' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"willitscale.fabric.{module}"), name)
+    path = module if module.startswith("willitscale.") else f"willitscale.fabric.{module}"
+    value = getattr(importlib.import_module(path), name)
     globals()[name] = value
     return value
 

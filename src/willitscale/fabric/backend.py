@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from willitscale.errors import ConfigError
+from willitscale.fabric.cluster import cluster_topology
+from willitscale.fabric.collective import flow_collective_model
 from willitscale.topology.routing import ROUTINGS, parse_routing
+from willitscale.topology.sizing import leaf_ports
 from willitscale.topology.spec import KIND_PARAMS
 
 __all__ = ["FlowNetwork"]
@@ -42,9 +45,7 @@ class FlowNetwork:
 
     def build(self, cluster):
         """The :class:`~willitscale.topology.graph.Topology` of ``cluster`` on this fabric."""
-        from willitscale.fabric.cluster import cluster_topology
 
-        from willitscale.topology.sizing import leaf_ports
 
         params = {}
         if self.topology == "fat-tree":
@@ -58,7 +59,6 @@ class FlowNetwork:
 
     def all_reduce_model(self, cluster):
         """The affine time model of an all-reduce over every GPU of ``cluster``."""
-        from willitscale.fabric.collective import flow_collective_model
 
         return flow_collective_model(self.build(cluster), "all_reduce",
                                      routing=parse_routing(self.routing, seed=self.seed))

@@ -8,8 +8,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from willitscale.collectives.flows import default_algorithm
 from willitscale.collectives.metrics import busbw_factor
-from willitscale.collectives.ops import Op
+from willitscale.collectives.ops import Op, parse_op
 from willitscale.errors import ConfigError
 from willitscale.fabric.report import LinkReport, link_report
 from willitscale.fabric.simulator import SimulationResult, simulate
@@ -65,8 +66,6 @@ def simulate_collective(topology: Topology, op: Op | str, size: float, *, routin
 
 
 def _default(op: Op) -> str:
-    from willitscale.collectives.flows import default_algorithm
-
     return default_algorithm(op)
 
 
@@ -196,6 +195,4 @@ def flow_collective_model(topology: Topology, op: Op | str, *, routing: Routing 
 
 
 def _op(name: str) -> Op:
-    from willitscale.collectives.ops import parse_op
-
     return parse_op(name)

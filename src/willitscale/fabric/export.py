@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from willitscale.collectives.phases import Traffic
 from willitscale.errors import ConfigError
-from willitscale.fabric.flows import Traffic
 from willitscale.topology.graph import Topology
 from willitscale.topology.routing import Router, Routing
 

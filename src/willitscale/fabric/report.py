@@ -15,7 +15,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from willitscale.fabric.flows import Traffic
+from willitscale.collectives.phases import Traffic
 from willitscale.fabric.simulator import SimulationResult
 from willitscale.topology.graph import Topology, VertexKind
 

@@ -29,8 +29,8 @@ from types import MappingProxyType
 import numpy as np
 from scipy.sparse import csr_matrix
 
+from willitscale.collectives.phases import Phase, Traffic
 from willitscale.errors import ConfigError
-from willitscale.fabric.flows import Phase, Traffic
 from willitscale.fabric.inflight import Block, InFlight
 from willitscale.fabric.maxmin_incremental import IncrementalMaxMin
 from willitscale.fabric.maxmin_reference import FullResolve

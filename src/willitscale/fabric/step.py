@@ -1,10 +1,12 @@
 """The traffic of one training step from a parallel layout, given as plain degrees and bytes.
 
-Rank order (Megatron-LM's convention, the default): TP innermost, then CP, EP, DP, PP outermost:
-``rank = tp + TP*(cp + CP*(ep + EP*(dp + DP*pp)))``, and rank ``r`` runs on GPU ``first_gpu + r``
-(GPUs numbered server by server). So a TP group of 8 fills one 8-GPU server, and the DP and PP
-groups of one TP rank sit on one rail. ``order`` changes the nesting, e.g. ``("tp", "cp", "ep",
-"pp", "dp")`` keeps a whole model copy (TP x PP) on neighbouring servers and spreads DP widest.
+Ranks are placed by the one rank layout the estimate uses (:mod:`willitscale.topology.placement`):
+Megatron-LM's order by default, TP innermost, then CP, EP, DP, PP outermost, expert parallelism
+carved out of data parallelism (``ep`` divides ``dp``; ``tp x cp x dp x pp`` ranks), and rank
+``r`` runs on GPU ``first_gpu + r`` (GPUs numbered server by server). So a TP group of 8 fills one
+8-GPU server, and the DP and PP groups of one TP rank sit on one rail. ``order`` changes the
+nesting, e.g. ``("tp", "cp", "ep", "pp", "dp")`` keeps a whole model copy (TP x PP) on
+neighbouring servers and spreads DP widest.
 
 The step's communication, one stream each, all starting together so they contend as they would
 when overlapped (the estimate's scheduler decides what really overlaps with compute):
@@ -17,7 +19,8 @@ when overlapped (the estimate's scheduler decides what really overlaps with comp
   ``1/TP`` share to the same TP rank of the next stage: rail-local). Forward sends only: the
   backward pass's activation gradients go from each stage to the previous one, on the other
   direction of the same duplex links, and are not generated;
-* ``dp``: one all-reduce of ``dp_bytes`` (gradients per GPU) in every DP group.
+* ``dp``: one all-reduce of ``dp_bytes`` (gradients per GPU) in every data-parallel gradient
+  group (the ``cp x dp`` ranks that hold the same weights, as in the estimate).
 """
 
 from __future__ import annotations
@@ -27,19 +30,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from willitscale.collectives.ops import Op
+from willitscale.collectives.phases import Phase, Stream, Traffic
 from willitscale.errors import ConfigError
-from willitscale.fabric.flows import Phase, Stream, Traffic
 from willitscale.fabric.traffic import CollectiveCall, call_phases
 from willitscale.topology.graph import Topology
+from willitscale.topology.placement import AXES, group_members
 
 __all__ = ["DIMS", "ParallelLayout", "StepComm", "step_traffic"]
 
-DIMS = ("tp", "cp", "ep", "dp", "pp")  # innermost first
+DIMS = AXES  # innermost first
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParallelLayout:
-    """Parallel degrees and where rank 0 sits."""
+    """Parallel degrees and where rank 0 sits; ``dp`` counts every data-parallel replica, the
+    ``ep`` expert-parallel ranks among them."""
 
     tp: int = 1
     cp: int = 1
@@ -56,26 +61,23 @@ class ParallelLayout:
             v = getattr(self, d)
             if isinstance(v, bool) or int(v) != v or v < 1:
                 raise ConfigError(d, v, "an integer >= 1")
+        if self.dp % self.ep:
+            raise ConfigError("ep", self.ep, f"a divisor of dp = {self.dp}: expert parallelism is "
+                              "carved out of data parallelism (Megatron-LM), as in estimate")
         if self.first_gpu < 0:
             raise ConfigError("first_gpu", self.first_gpu, "an integer >= 0")
 
     @property
     def world(self) -> int:
-        return self.tp * self.cp * self.ep * self.dp * self.pp
-
-    def grid(self) -> np.ndarray:
-        """GPU of every rank as an array indexed ``[pp, dp, ep, cp, tp]``."""
-        outer_first = tuple(reversed(self.order))
-        g = self.first_gpu + np.arange(self.world).reshape(tuple(getattr(self, d) for d in outer_first))
-        return np.transpose(g, [outer_first.index(d) for d in ("pp", "dp", "ep", "cp", "tp")])
+        return self.tp * self.cp * self.dp * self.pp
 
     def groups(self, dim: str) -> np.ndarray:
-        """(groups x degree) GPU indices of every group along ``dim`` (e.g. all DP groups)."""
+        """(groups x degree) GPU indices of every group along ``dim`` (e.g. all DP groups; the DP
+        groups are the data-parallel gradient groups, ``cp x dp`` ranks)."""
         if dim not in DIMS:
             raise ConfigError("dimension", dim, "one of " + ", ".join(DIMS))
-        axis = {"pp": 0, "dp": 1, "ep": 2, "cp": 3, "tp": 4}[dim]
-        g = np.moveaxis(self.grid(), axis, -1)
-        return g.reshape(-1, g.shape[-1])
+        degrees = {d: getattr(self, d) for d in DIMS}
+        return self.first_gpu + group_members(dim, degrees, self.order)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,8 +24,8 @@ import numpy as np
 
 from willitscale.collectives.flows import collective_phases, default_algorithm
 from willitscale.collectives.ops import Op, parse_op
+from willitscale.collectives.phases import Phase, Stream, Traffic
 from willitscale.errors import ConfigError
-from willitscale.fabric.flows import Phase, Stream, Traffic
 from willitscale.topology.graph import Topology
 
 __all__ = ["PLACEMENTS", "ring_order", "channel_orders", "CollectiveCall", "collective_call",

@@ -14,11 +14,11 @@ What it holds:
   what it was measured on: ``backend``, ``device``, ``ranks_per_node``, ``nics_per_node``. The
   estimate scales the inter-node figure to the node it is applied to per NIC
   (:func:`inter_node_bandwidth`) and warns when backend, device or node shape differ
-  (:mod:`willitscale.plan.calibration_scope`);
+  (:mod:`willitscale.estimation.calibration_scope`);
 * per device and dtype, the compute figures: a ``peak_flop_rate`` (the catalog's, or the best
   matmul rate measured when the device has no catalog entry, e.g. a CPU), the rate a training
-  step achieved on its executed FLOPs, their ratio ``efficiency`` (an HFU, the convention of
-  :func:`willitscale.plan.compute.compute_time`), and the optimizer's time per parameter.
+  step achieved on its executed FLOPs, their ratio ``efficiency`` (an HFU: see
+  :mod:`willitscale.compute.efficiency`), and the optimizer's time per parameter.
 
 The TOML format (every unit in the key)::
 
@@ -67,6 +67,7 @@ from typing import Any
 from willitscale.config import Table, load_toml
 from willitscale.errors import ConfigError
 from willitscale.hardware.model import DTYPES
+from willitscale.units import format_bandwidth
 
 __all__ = ["LEVELS", "LinkCalibration", "ComputeCalibration", "Calibration", "load_calibration",
            "inter_node_bandwidth", "device_matches"]
@@ -323,7 +324,6 @@ def inter_node_bandwidth(link: LinkCalibration, nics: int) -> tuple[float, str]:
     per_nic = link.bandwidth / used
     where = (f"{measured} NIC(s) per measured node" if link.nics_per_node else
              f"measured nodes assumed to have this node's {nics} NIC(s)")
-    from willitscale.units import format_bandwidth
 
     how = (f"fitted with {link.ranks_per_node} rank(s) per node ({where}, {used} driven): "
            f"{format_bandwidth(per_nic)} per NIC x {nics} NIC(s) = "

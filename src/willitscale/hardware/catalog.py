@@ -27,8 +27,14 @@ from typing import Any
 
 from willitscale.config import Table, load_toml
 from willitscale.errors import ConfigError, UnknownNameError
-from willitscale.hardware.loader import (LinkDefaults, read_defaults, read_gpu, read_link, read_node,
-                                         read_switch)
+from willitscale.hardware.loader import (
+    LinkDefaults,
+    read_defaults,
+    read_gpu,
+    read_link,
+    read_node,
+    read_switch,
+)
 from willitscale.hardware.model import Gpu, Link, LinkKind, Node, Switch
 
 __all__ = ["Catalog", "load_catalog", "catalog_dir", "normalize_name", "KINDS", "get_gpu", "get_link",

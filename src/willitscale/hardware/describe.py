@@ -9,7 +9,7 @@ from willitscale.hardware.catalog import Catalog
 from willitscale.hardware.model import Gpu, Link, Node, Switch
 from willitscale.units import format_bandwidth, format_size, format_time
 
-__all__ = ["describe", "link_summary"]
+__all__ = ["describe", "link_summary", "link_name", "intra_link_name"]
 
 
 def _bw(x: float) -> str:
@@ -120,3 +120,22 @@ def describe(entry: Gpu | Link | Switch | Node, catalog: Catalog) -> list[str]:
     if origin and "willitscale/hardware/catalog" not in origin.replace("\\", "/"):
         lines.append(f"Defined in: {origin}")
     return lines
+
+
+def intra_link_name(node) -> str:
+    """The link one GPU uses inside ``node``, named with its usable one-direction bandwidth."""
+    if node.gpus_per_node == 1:
+        return "no intra-node peer (1 GPU per node)"
+    usable = node.usable_intra_bandwidth
+    if usable >= node.intra_link.bandwidth:
+        return link_name(node.intra_link)
+    label = node.intra_link.display_name or node.intra_link.name
+    return (f"{label} ({format_bandwidth(usable)} one direction: the links to the "
+            f"{node.gpus_per_node - 1} other GPU(s) in use of a {node.board_gpus}-GPU "
+            f"{node.intra_topology})")
+
+
+def link_name(link) -> str:
+    """``"NVLink 4 (450 GB/s one direction)"``: a link with its one-direction bandwidth."""
+    label = link.display_name or link.name
+    return f"{label} ({format_bandwidth(link.bandwidth, bits=link.kind.inter_node)} one direction)"

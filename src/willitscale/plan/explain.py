@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from willitscale.plan.validate import REASONS
+from willitscale.scenario.validate import REASONS
 from willitscale.units import format_size, format_time
 
 __all__ = ["explain_plan", "neighbour_line"]

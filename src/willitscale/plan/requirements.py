@@ -1,6 +1,6 @@
 """The least network bandwidth that keeps data-parallel communication from slowing a step.
 
-The rule of "Will it scale to N GPUs?" (seeds/001) is *communication time per step <= compute
+The rule of "Will it scale to N GPUs?" (Jaideep Ray, 2024) is *communication time per step <= compute
 time per step*. Written out for plain DDP over ``N`` nodes of ``G`` GPUs (``n = N G`` ranks),
 with ``P`` parameters whose gradients take ``g`` bytes each, ``D`` tokens per optimizer step
 (the global batch), ``k`` FLOPs per parameter per token (6, or 8 with full recomputation) and
@@ -24,7 +24,7 @@ the bandwidth needed does not depend on the model size (a bigger model has propo
 compute *and* more gradients), and it grows nearly linearly with ``N`` because each node's share
 of the compute shrinks while the bytes each node sends do not.
 
-Where seeds/001 slips (reproduced in docs/reproductions.md):
+Where Ray's 'Will it scale to N GPUs?' slips (reproduced in docs/reproductions.md):
 
 1. ``6 x 10B x 32 x 128`` is 2.4576e14 FLOPs, not 24.576e14: the compute time is 0.2/N s, not
    2/N s, so every bandwidth it derives is 10x too low.
@@ -36,7 +36,7 @@ Where seeds/001 slips (reproduced in docs/reproductions.md):
 These closed forms assume bandwidth-bound transfers on one level. :func:`link_requirement`
 answers the same question with the full model (buckets, latencies, the overlap, the model's
 NCCL-like algorithm choice, whichever level limits) by bisection, with the criterion the
-estimate's bottleneck verdict uses (:mod:`willitscale.plan.levers`), so the two agree.
+estimate's bottleneck verdict uses (:mod:`willitscale.estimation.levers`), so the two agree.
 """
 
 from __future__ import annotations
@@ -44,6 +44,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from willitscale.collectives.cost import collective_cost
+from willitscale.errors import ConfigError
+from willitscale.estimation.estimate import estimate_in_context
+from willitscale.estimation.levers import (
+    BANDWIDTH_RANGE,
+    BANDWIDTH_RTOL,
+    limiting_level,
+    needed_bandwidth,
+    outcome,
+    scaled_context,
+)
+from willitscale.scenario.batch import PlanBatch
+from willitscale.step.engine import make_context
 
 __all__ = [
     "required_node_bandwidth", "article_001_rule", "allreduce_node_bytes", "least_link_bandwidth",
@@ -85,7 +99,7 @@ def required_node_bandwidth(*, nodes, gpus_per_node, tokens_per_step, grad_bytes
 
 
 def article_001_rule(nodes, params):
-    """seeds/001's "IB >= N x P GB/s" (P in billions), in bytes/s, for comparison only."""
+    """The "IB >= N x P GB/s" of Ray's 'Will it scale to N GPUs?' (P in billions), in bytes/s, for comparison only."""
     gb_per_s = np.asarray(nodes, dtype=float) * np.asarray(params, dtype=float) / 1e9  # P in billions
     return gb_per_s * 1e9
 
@@ -96,7 +110,6 @@ def level_bytes(allreduce, level: str, size: float, algorithm: str) -> float:
     its bandwidth term with the other level made free, times that level's bandwidth."""
     from dataclasses import replace
 
-    from willitscale.collectives.cost import collective_cost
 
     free = 1e30
     if level == "intra":
@@ -134,16 +147,11 @@ class LinkRequirement:
 
 def link_requirement(scenario, *, max_exposed_share: float = 0.05, limit: float | None = None,
                      rtol: float | None = None) -> LinkRequirement:
-    """The limiting level (:func:`~willitscale.plan.levers.limiting_level`) and its least line
+    """The limiting level (:func:`~willitscale.estimation.levers.limiting_level`) and its least line
     rate at which exposed communication is at most ``max_exposed_share`` of the step, searched in
     ``[now / limit, now x limit]`` (a requirement may be below what the link has) to ``rtol``, by
-    :func:`~willitscale.plan.levers.needed_bandwidth`, the search behind the estimate's bandwidth
-    fix (defaults: :data:`~willitscale.plan.levers.BANDWIDTH_RANGE`, ``BANDWIDTH_RTOL``)."""
-    from willitscale.errors import ConfigError
-    from willitscale.plan.batch import PlanBatch
-    from willitscale.plan.engine import make_context
-    from willitscale.plan.levers import (BANDWIDTH_RANGE, BANDWIDTH_RTOL, limiting_level,
-                                         needed_bandwidth, outcome, scaled_context)
+    :func:`~willitscale.estimation.levers.needed_bandwidth`, the search behind the estimate's bandwidth
+    fix (defaults: :data:`~willitscale.estimation.levers.BANDWIDTH_RANGE`, ``BANDWIDTH_RTOL``)."""
 
     if not 0 < max_exposed_share < 1:
         raise ConfigError("max_exposed_share", max_exposed_share, "a fraction in (0, 1)")
@@ -184,7 +192,6 @@ def least_link_bandwidth(scenario, *, max_exposed_share: float = 0.05,
     communication is at most ``max_exposed_share`` of the step, with the full estimate there.
     ``(None, estimate)`` when that level alone cannot get there.
     """
-    from willitscale.plan.estimate import estimate_in_context
 
     req = link_requirement(scenario, max_exposed_share=max_exposed_share, limit=limit)
     return req.needed, estimate_in_context(scenario, req.context, allow_oom=True)

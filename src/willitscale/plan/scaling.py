@@ -9,7 +9,7 @@ gets less). Throughput is tokens per second of the whole job, so::
     efficiency = speedup / (gpus(N) / gpus(N0))
 
 with ``N0`` the first node count of the sweep. The row's ``bottleneck`` is the estimate's verdict
-(:mod:`.bottleneck`): a network when exposed communication exceeds 5% of the step, ``out of
+(:mod:`willitscale.estimation.bottleneck`): a network when exposed communication exceeds 5% of the step, ``out of
 memory`` when the plan does not fit (the numbers are still computed, so the sweep shows where it
 starts to fit); ``comms_is_bottleneck`` says whether that verdict is a network, the handbook's
 column "comms is a bottleneck" by our criterion. ``fits`` is the memory verdict (None when
@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from willitscale.errors import ConfigError
+from willitscale.estimation.estimate import estimate
+from willitscale.scenario.build import build_scenario
 
 __all__ = ["ScalingRow", "parse_nodes", "scaling_rows"]
 
@@ -107,8 +109,6 @@ def parse_nodes(text: str | int | Sequence[int]) -> list[int]:
 
 def scaling_rows(settings: Mapping[str, Any], nodes: Sequence[int]) -> list[ScalingRow]:
     """Estimate ``settings`` at each node count; speedup and efficiency against the first."""
-    from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import estimate
 
     rows: list[ScalingRow] = []
     base = None

@@ -10,8 +10,8 @@ For a model, a cluster of ``N`` GPUs and a global batch ``B``, every combination
   parallelism on or off when ``tp > 1``
 
 is a candidate. Candidates are built and evaluated as numpy arrays
-(:class:`~willitscale.plan.batch.PlanBatch`): the structural reasons of
-:mod:`willitscale.plan.validate` first, then memory (the engine's memory part only), then the
+(:class:`~willitscale.scenario.batch.PlanBatch`): the structural reasons of
+:mod:`willitscale.scenario.validate` first, then memory (the engine's memory part only), then the
 full step-time model for the plans that fit, in chunks. Memory must stay under
 ``memory_fraction`` of the GPU's HBM (default 0.9: the model does not count the CUDA context,
 NCCL buffers and allocator fragmentation). Plans are ranked by predicted throughput (the
@@ -27,17 +27,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from willitscale.errors import ConfigError
-from willitscale.plan.batch import PlanBatch
-from willitscale.plan.memory import DEFAULT_MEMORY_FRACTION
-from willitscale.plan.validate import CODE, REASONS
+from willitscale.hardware.model import MAX_GPUS
+from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
+from willitscale.scenario.batch import PlanBatch
+from willitscale.scenario.plan import RECOMPUTE
+from willitscale.scenario.validate import CODE, REASONS, structural_reasons
+from willitscale.step.engine import make_context
+from willitscale.step.evaluate import run
+from willitscale.topology.placement import DEFAULT_ORDER, group_placement
 
 __all__ = ["SearchSpace", "SearchResult", "candidate_plans", "search", "search_plans"]
 
 MAX_TP = 64
-#: the largest cluster the search plans for. Awkward sizes (a prime number of nodes) place every
-#: rank of each distinct geometry once, O(GPUs) memory: 1,000,000 and 1,048,568 GPUs peaked at
-#: 0.21 GB RSS (llama3-8b, /usr/bin/time -v), ten times today's largest clusters.
-MAX_GPUS = 2 ** 20
+#: the largest cluster the search plans for (hardware.model.MAX_GPUS). Awkward sizes (a prime
+#: number of nodes) place every rank of each distinct geometry once, O(GPUs) memory: 1,000,000
+#: and 1,048,568 GPUs peaked at 0.21 GB RSS (llama3-8b, /usr/bin/time -v).
 MAX_CP = 16
 
 
@@ -182,11 +186,8 @@ def candidate_plans(*, gpus: int, global_batch: int, layers: int, experts: int,
     rows = _keep(rows, (rows["zero"] == 0) | (rows["cp"] * rows["dp"] > 1)
                  | ((rows["zero"] == min(space.zero)) & ~rows["shard_node"]))
     if gpus_per_node is not None and np.any(rows["shard_node"]):
-        from willitscale.plan.placement import DEFAULT_ORDER, group_placement
-
         spans = group_placement("dp", rows, gpus_per_node, order or DEFAULT_ORDER).nodes > 1
         rows = _keep(rows, ~rows["shard_node"] | spans)
-    from willitscale.plan.plan import RECOMPUTE
 
     rows = _expand(rows, np.array([RECOMPUTE.index(r) for r in space.recompute]), "recompute")
     batch = PlanBatch.from_arrays(**rows)
@@ -196,11 +197,10 @@ def candidate_plans(*, gpus: int, global_batch: int, layers: int, experts: int,
 def search(scenario, *, gpus: int, global_batch: int, space: SearchSpace = SearchSpace(),
            chunk: int = 50_000, progress: Callable[[int, int], None] | None = None) -> SearchResult:
     """Search the plans of ``space`` for ``scenario``'s model and cluster (its plan is ignored)."""
-    from willitscale.plan.engine import make_context
-    from willitscale.plan.evaluation import run
-    from willitscale.plan.validate import structural_reasons
 
     start = time.perf_counter()
+    if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
+        raise ConfigError("global_batch", global_batch, "an integer >= 1 (samples per optimizer step)")
     if gpus != scenario.cluster.gpus:
         raise ConfigError(f"--gpus {gpus} but the cluster has {scenario.cluster.gpus} GPUs")
     if gpus > MAX_GPUS:

@@ -1,6 +1,6 @@
 """Cluster sizing: how many GPUs train a model within a deadline, and how few can hold it.
 
-Two questions from "GPU fabrics for GenAI workloads" (seeds/002, tables 1-3 and the memory
+Two questions from "GPU fabrics for GenAI workloads" (APNIC blog, 2023, tables 1-3 and the memory
 paragraph), each a one-line formula; the functions accept numpy arrays (a sweep is one call).
 
 GPUs for a deadline. Training takes ``C`` FLOPs in total; each GPU sustains ``peak x u``::

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from willitscale.errors import ConfigError
+
 __all__ = ["BREAKDOWN_PARTS", "breakdown_parts", "compute_time", "crossover", "ideal_throughput",
            "efficiency", "memory_parts", "pair_matrix", "LIMIT_SHORT"]
 
@@ -35,7 +37,7 @@ BREAKDOWN_PARTS = (("data_loading", "data"), ("forward", "forward"), ("backward"
 def breakdown_parts(breakdowns: Sequence) -> dict[str, list[float]]:
     """``{meaning: [seconds per breakdown]}`` for the parts that are non-zero somewhere.
 
-    ``breakdowns`` are :class:`~willitscale.plan.result.Breakdown` objects (or anything with the
+    ``breakdowns`` are :class:`~willitscale.estimation.result.Breakdown` objects (or anything with the
     same attributes); the parts of each add up to its step time.
     """
     out: dict[str, list[float]] = {}
@@ -55,8 +57,6 @@ def crossover(x: Sequence[float], below: Sequence[float], above: Sequence[float]
     d0 / (d0 - d1)``.
     """
     if not (len(x) == len(below) == len(above)):
-        from willitscale.errors import ConfigError
-
         raise ConfigError("crossover: x, below and above must have the same length")
     d = [a - b for a, b in zip(above, below)]
     if not d or d[0] > 0:
@@ -97,7 +97,7 @@ def memory_parts(memories: Sequence) -> dict[str, list[float | None]]:
 
 def pair_matrix(pair_ids, pair_bytes, gpus: int, *, group: int = 1):
     """Dense ``(gpus/group) x (gpus/group)`` bytes matrix from ``(src * gpus + dst, bytes)`` pairs
-    (what :meth:`willitscale.fabric.flows.Traffic.pair_bytes` returns); ``group`` > 1 sums
+    (what :meth:`willitscale.collectives.phases.Traffic.pair_bytes` returns); ``group`` > 1 sums
     blocks of ``group`` GPUs (a node) so a large cluster still fits one picture."""
     import numpy as np
 

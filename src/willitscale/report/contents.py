@@ -10,6 +10,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from willitscale.errors import WillItScaleError
+from willitscale.estimation.estimate import estimate, estimate_in_context
+from willitscale.estimation.levers import scaled_context
+from willitscale.plan.requirements import link_requirement
+from willitscale.report.verdict import verdict as sentence
+from willitscale.scenario.build import build_scenario
+from willitscale.step.engine import make_context
 from willitscale.units import format_bandwidth, format_size
 
 __all__ = ["ReportContents", "Requirement", "build_contents", "default_sweep", "sweep_settings",
@@ -38,8 +45,8 @@ class ReportContents:
     """Everything one report shows, as the model's own objects."""
 
     title: str
-    scenario: Any  #: the :class:`~willitscale.plan.scenario.Scenario` asked about
-    estimate: Any  #: its :class:`~willitscale.plan.result.StepEstimate` (out of memory kept)
+    scenario: Any  #: the :class:`~willitscale.scenario.scenario.Scenario` asked about
+    estimate: Any  #: its :class:`~willitscale.estimation.result.StepEstimate` (out of memory kept)
     one_node: Any = None  #: the same job on one node (None on one node, or when infeasible)
     sweep: tuple = ()  #: estimates over node counts, increasing
     skipped: tuple[tuple[int, str], ...] = ()  #: node counts the sweep could not estimate, why
@@ -94,15 +101,11 @@ def sweep_settings(settings: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
 
 
 def _estimate_at(settings: Mapping[str, Any], nodes: int):
-    from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import estimate
-
     return estimate(build_scenario({**settings, "nodes": nodes}), allow_oom=True)
 
 
 def requirement_at(scenario, share: float = 0.05) -> tuple[Requirement, Any]:
     """The requirement of ``scenario`` on its limiting link, and the engine context there."""
-    from willitscale.plan.requirements import link_requirement
 
     req = link_requirement(scenario, max_exposed_share=share)
     return Requirement(nodes=scenario.cluster.nodes, level=req.level, now=req.now,
@@ -113,9 +116,6 @@ def build_contents(settings: Mapping[str, Any], *, sweep: Sequence[int] | None =
                    share: float = 0.05, command: str = "", plans: Sequence = ()) -> ReportContents:
     """Run the model for a report on ``settings`` (flags and file merged, SI values). A plan
     that does not fit in memory is reported with its numbers and an out-of-memory verdict."""
-    from willitscale.errors import WillItScaleError
-    from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import estimate, estimate_in_context
 
     scenario = build_scenario(settings)
     est = estimate(scenario, allow_oom=True)
@@ -151,11 +151,6 @@ def _what_ifs(settings: Mapping[str, Any], scenario, est) -> tuple[tuple[str, An
     the node when it limits, twice the inter-node bandwidth, gradients reduced in bf16, twice the
     gradient accumulation; for a plan that does not fit, the single memory changes that make it
     fit instead. Levers that do not apply or that the model refuses are left out."""
-    from willitscale.errors import WillItScaleError
-    from willitscale.plan.build import build_scenario
-    from willitscale.plan.engine import make_context
-    from willitscale.plan.estimate import estimate, estimate_in_context
-    from willitscale.plan.levers import scaled_context
 
     if est.bottleneck.resource == "out of memory":
         return _memory_what_ifs(settings, scenario)
@@ -192,9 +187,6 @@ def _what_ifs(settings: Mapping[str, Any], scenario, est) -> tuple[tuple[str, An
 def _memory_what_ifs(settings: Mapping[str, Any], scenario) -> tuple[tuple[str, Any], ...]:
     """For a plan out of memory: higher ZeRO stages, full recomputation, micro-batch 1 (the
     global batch kept), each kept only when it fits."""
-    from willitscale.errors import WillItScaleError
-    from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import estimate
 
     plan = scenario.plan
     changes: list[tuple[str, dict]] = []
@@ -276,6 +268,5 @@ def levers(c: ReportContents) -> list[tuple[str, Any]]:
 
 def verdict(c: ReportContents) -> str:
     """The answer in one sentence (:func:`willitscale.report.verdict.verdict`)."""
-    from willitscale.report.verdict import verdict as sentence
 
     return sentence(c)

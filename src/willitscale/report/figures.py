@@ -5,8 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from willitscale.estimation.levers import EXPOSED_SHARE_LIMIT
 from willitscale.report.chartdata import breakdown_parts, compute_time, memory_parts
 from willitscale.report.plots.base import Chart
+from willitscale.report.plots.memory import memory_bars
+from willitscale.report.plots.requirements import RequirementPanel, requirement_panels
+from willitscale.report.plots.scaling import (
+    breakdown_bars,
+    comms_vs_compute,
+    scaling_efficiency,
+)
+from willitscale.report.plots.timeline import step_timeline
+from willitscale.report.verdict import exposed_share
 
 __all__ = ["cluster_label", "estimate_charts", "scaling_charts", "scaling_notes",
            "requirements_charts", "requirement_panels_of", "timeline_chart", "memory_chart",
@@ -27,7 +37,6 @@ def cluster_label(est) -> str:
 def timeline_chart(groups: Sequence[tuple[str, object]], *, title: str | None = None) -> Chart:
     """The step timeline of ``(label, estimate)`` groups. Every schedule draws all of its
     communication on the comms lane, hidden and exposed."""
-    from willitscale.report.plots.timeline import step_timeline
 
     return step_timeline([(label, est.timeline) for label, est in groups],
                          title=title or "One training step, lanes of one GPU")
@@ -35,7 +44,6 @@ def timeline_chart(groups: Sequence[tuple[str, object]], *, title: str | None = 
 
 def memory_chart(labelled: Sequence[tuple[str, object]], *, title: str = "Memory per GPU") -> Chart:
     """Memory per GPU against HBM for ``(label, estimate)`` pairs."""
-    from willitscale.report.plots.memory import memory_bars
 
     mems = [est.memory for _, est in labelled]
     return memory_bars([label for label, _ in labelled], memory_parts(mems),
@@ -52,8 +60,6 @@ def scaling_charts(estimates: Sequence) -> list[Chart]:
     """``scale --plot``: breakdown across node counts, throughput and efficiency, comms vs
     compute with the crossover (estimates in increasing node count). With one node count only
     the breakdown is drawn (:func:`scaling_notes` says why)."""
-    from willitscale.report.plots.scaling import breakdown_bars, comms_vs_compute, scaling_efficiency
-    from willitscale.report.verdict import exposed_share
 
     nodes = [e.nodes for e in estimates]
     labels = [f"{e.nodes}\n{e.gpus} GPUs" for e in estimates]
@@ -73,8 +79,6 @@ def scaling_charts(estimates: Sequence) -> list[Chart]:
 
 
 def _limit() -> float:
-    from willitscale.plan.levers import EXPOSED_SHARE_LIMIT
-
     return EXPOSED_SHARE_LIMIT
 
 
@@ -91,7 +95,6 @@ def requirement_panels_of(rows: Sequence[Mapping]) -> list:
     """``requirements --json`` rows as one :class:`~.plots.requirements.RequirementPanel` per
     link, in the order of their smallest node count (the link inside a node usually limits the
     fewest nodes): every row is drawn, each on the link that limits it at its node count."""
-    from willitscale.report.plots.requirements import RequirementPanel
 
     first = {}
     for r in rows:
@@ -127,7 +130,6 @@ def requirements_charts(rows: Sequence[Mapping], *, share: float | None = None) 
     two nodes, the NICs beyond): each row is drawn in its link's panel, against that link's
     rate today, per node for the NICs and per GPU inside a node.
     """
-    from willitscale.report.plots.requirements import requirement_panels
 
     panels = requirement_panels_of(rows)
     return [requirement_panels(panels, share=share)] if panels else []

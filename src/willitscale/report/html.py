@@ -12,8 +12,27 @@ import html
 from collections.abc import Iterable, Sequence
 from string import Template
 
-from willitscale.report.contents import ReportContents, levers, verdict, what_would_change
+from willitscale import __version__
+from willitscale.report.chartdata import BREAKDOWN_PARTS, LIMIT_SHORT, compute_time
+from willitscale.report.contents import (
+    ReportContents,
+    levers,
+    verdict,
+    what_would_change,
+)
+from willitscale.report.figures import (
+    LINK_OF_LEVEL,
+    cluster_label,
+    memory_chart,
+    scaling_charts,
+    scaling_notes,
+    timeline_chart,
+)
 from willitscale.report.html_template import CSS, PAGE
+from willitscale.report.plots.base import png_bytes, svg_text
+from willitscale.report.plots.planner import top_plans
+from willitscale.report.plots.requirements import RequirementPanel, requirement_panels
+from willitscale.report.verdict import exposed_share, percent
 from willitscale.units import format_bandwidth, format_count, format_size, format_time
 
 __all__ = ["render_html", "report_charts", "figure_html"]
@@ -25,7 +44,6 @@ def esc(value) -> str:
 
 def figure_html(chart, fmt: str = "svg") -> str:
     """``<figure>`` with the chart inlined as a data: URI, its title as alt text and caption."""
-    from willitscale.report.plots.base import png_bytes, svg_text
 
     if fmt == "svg":
         data, mime = svg_text(chart.figure).encode(), "image/svg+xml"
@@ -55,12 +73,6 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence], *, numeric: Iterabl
 
 def report_charts(c: ReportContents) -> dict[str, list]:
     """The report's charts by section: timeline, scaling, requirements, memory, plans."""
-    from willitscale.report.figures import (
-        cluster_label,
-        memory_chart,
-        scaling_charts,
-        timeline_chart,
-    )
 
     est = c.estimate
     groups = ([(cluster_label(c.one_node) + " (for comparison)", c.one_node)]
@@ -71,12 +83,8 @@ def report_charts(c: ReportContents) -> dict[str, list]:
               "plans": []}
     panels = _requirement_panels(c)
     if panels:
-        from willitscale.report.plots.requirements import requirement_panels
-
         charts["requirements"] = [requirement_panels(panels, share=c.share)]
     if c.plans:
-        from willitscale.report.plots.planner import top_plans
-
         charts["plans"] = [top_plans([p["label"] for p in c.plans],
                                      _plan_parts(c.plans), [p["tokens_per_s"] for p in c.plans],
                                      fits=[p.get("fits") for p in c.plans])]
@@ -85,8 +93,6 @@ def report_charts(c: ReportContents) -> dict[str, list]:
 
 def _requirement_panels(c: ReportContents) -> list:
     """One panel per link that limits some node count of the sweep, each against its rate now."""
-    from willitscale.report.figures import LINK_OF_LEVEL
-    from willitscale.report.plots.requirements import RequirementPanel
 
     panels = []
     levels = sorted({r.level for r in c.requirements if r.level is not None},
@@ -102,8 +108,6 @@ def _requirement_panels(c: ReportContents) -> list:
 
 
 def _plan_parts(plans) -> dict[str, list[float]]:
-    from willitscale.report.chartdata import BREAKDOWN_PARTS
-
     parts = {}
     for field, meaning in BREAKDOWN_PARTS:
         values = [float(p.get("breakdown_s", {}).get(f"{field}_s", 0.0)) for p in plans]
@@ -132,8 +136,6 @@ def _plans_table(c: ReportContents) -> str:
 
 
 def _cards(c: ReportContents) -> str:
-    from willitscale.report.verdict import exposed_share, percent
-
     est = c.estimate
     oom = " (if it fit)" if est.memory.fits is False else ""
     items = [(format_time(est.step_time), "step time" + oom),
@@ -155,7 +157,6 @@ def _breakdown_table(est) -> str:
              ("backward (incl. recompute)", b.backward), ("overlap slowdown", b.overlap_slowdown),
              ("exposed communication", b.exposed_comms), ("optimizer", b.optimizer),
              ("pipeline bubble", b.bubble))
-    from willitscale.report.verdict import percent
 
     rows = [(name, format_time(v), percent(v / est.step_time) if est.step_time else "-")
             for name, v in parts if v > 0]
@@ -166,8 +167,6 @@ def _breakdown_table(est) -> str:
 def _scaling_table(c: ReportContents) -> str:
     """The sweep as ``willitscale scale`` prints it: the bottleneck (limit) and whether the plan
     fits in memory at each node count, beside the times."""
-    from willitscale.report.chartdata import LIMIT_SHORT, compute_time
-    from willitscale.report.figures import scaling_notes
 
     if not c.sweep:
         return ""
@@ -265,8 +264,6 @@ def _sources(c: ReportContents) -> list[tuple[str, str]]:
 
 
 def _fixes(c: ReportContents) -> str:
-    from willitscale.report.verdict import exposed_share, percent
-
     items = what_would_change(c)
     est = c.estimate
     if items:
@@ -292,7 +289,6 @@ def _fixes(c: ReportContents) -> str:
 
 def render_html(c: ReportContents, *, figure_format: str = "svg", charts: dict | None = None) -> str:
     """The whole report as one HTML string (``charts``: from :func:`report_charts`)."""
-    from willitscale import __version__
 
     charts = report_charts(c) if charts is None else charts
     fig = lambda key: "".join(figure_html(ch, figure_format) for ch in charts.get(key, []))  # noqa: E731

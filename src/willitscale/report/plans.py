@@ -2,7 +2,7 @@
 
 The planner ranks thousands of plans from batched arrays; a chart or a report wants, for its
 few best, the full estimate: the step's breakdown and the memory per GPU. :func:`plan_records`
-estimates each of those plans again with :func:`~willitscale.plan.estimate.estimate` (the same
+estimates each of those plans again with :func:`~willitscale.estimation.estimate.estimate` (the same
 engine, so the same step time: ``tests/unit/test_plan_batch_equals_estimate.py``) and returns
 records in the shape :func:`willitscale.cli.plot_flag.plan_plots` and
 :func:`willitscale.report.contents.build_contents` take.
@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from willitscale.estimation.estimate import estimate
+from willitscale.plan.search import SearchSpace, search
+from willitscale.scenario.build import build_scenario
 
 __all__ = ["PLAN_KEYS", "plan_flags", "plan_label", "plan_settings", "plan_records", "best_plans",
            "leaves_parallelism_open"]
@@ -25,8 +29,8 @@ _RECOMPUTE_SHORT = {"none": "", "selective": "sel", "full": "full"}
 
 
 def plan_settings(plan) -> dict[str, Any]:
-    """The settings that give ``plan`` (a :class:`~willitscale.plan.plan.Plan`) to
-    :func:`~willitscale.plan.build.build_scenario`."""
+    """The settings that give ``plan`` (a :class:`~willitscale.scenario.plan.Plan`) to
+    :func:`~willitscale.scenario.build.build_scenario`."""
     return {"dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "ep": plan.ep,
             "zero": plan.zero, "shard_scope": plan.shard_scope, "micro_batch": plan.micro_batch,
             "grad_accum": plan.grad_accum, "recompute": plan.recompute,
@@ -82,8 +86,6 @@ def plan_records(settings: Mapping[str, Any], result, *, top: int = 10) -> list[
     estimated on ``settings`` (the cluster and model the search ran on; their own plan keys are
     ignored): ``label``, ``flags``, ``step_time_s``, ``tokens_per_s``, ``mfu``, ``breakdown_s``
     (:meth:`Breakdown.to_json`), ``memory`` (:meth:`MemoryBreakdown.to_json`) and ``fits``."""
-    from willitscale.plan.build import build_scenario
-    from willitscale.plan.estimate import estimate
 
     base = _without_plan(settings)
     out = []
@@ -101,8 +103,6 @@ def best_plans(settings: Mapping[str, Any], *, top: int = 5, space=None):
     """Search the plans for the model, cluster and global batch of ``settings`` (the batch the
     scenario's own plan gives) and return ``(records, result)``: :func:`plan_records` of the
     ``top`` best and the :class:`~willitscale.plan.search.SearchResult`."""
-    from willitscale.plan.build import build_scenario
-    from willitscale.plan.search import SearchSpace, search
 
     given = build_scenario(settings)
     base = _without_plan(settings)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from willitscale.errors import ConfigError
-from willitscale.report.timeline import LANES, Timeline
+from willitscale.estimation.timeline import LANES, Timeline
 
 __all__ = ["chrome_trace", "write_chrome_trace"]
 
@@ -24,8 +24,6 @@ _US = 1e6  # trace timestamps are microseconds
 def chrome_trace(timeline: Timeline, *, steps: int = 1, process_name: str = "rank 0") -> dict[str, Any]:
     """The trace-event JSON object for ``steps`` consecutive identical steps."""
     if steps < 1:
-        from willitscale.errors import ConfigError
-
         raise ConfigError("steps", steps, "an integer >= 1")
     tid = {lane: i for i, lane in enumerate(LANES)}
     events: list[dict[str, Any]] = [
@@ -52,5 +50,8 @@ def write_chrome_trace(timeline: Timeline, path: str | Path, *, steps: int = 1) 
     if not path.parent.is_dir():  # a typo must not make a directory tree
         raise ConfigError("trace path", str(path), f"a file in an existing directory: directory "
                                                    f"{path.parent} does not exist")
-    path.write_text(json.dumps(chrome_trace(timeline, steps=steps), allow_nan=False))
+    try:
+        path.write_text(json.dumps(chrome_trace(timeline, steps=steps), allow_nan=False))
+    except OSError as exc:  # disk full, no permission: name the file
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     return path

@@ -1,7 +1,7 @@
 """The report's answer in one sentence, by the estimate's own criterion (pure: no I/O).
 
-The estimate decides the bottleneck by one number (:mod:`willitscale.plan.levers`): the share of
-the step that communication leaves exposed. Above :data:`~willitscale.plan.levers.
+The estimate decides the bottleneck by one number (:mod:`willitscale.estimation.levers`): the share of
+the step that communication leaves exposed. Above :data:`~willitscale.estimation.levers.
 EXPOSED_SHARE_LIMIT` (5%) the network is the bottleneck, and the level whose speed-up cuts it
 most is the limiting link: the link inside each node (NVLink, PCIe: per GPU) or the NICs
 between nodes (per node). A plan that does not fit in memory gets that verdict first, with the
@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from willitscale.collectives.lines import cluster_links
+from willitscale.estimation.levers import EXPOSED_SHARE_LIMIT
 from willitscale.report.chartdata import compute_time
 from willitscale.units import format_bandwidth, format_size, format_time
 
@@ -40,7 +42,6 @@ _LINE_RATE = re.compile(r"\s*\([^()]*one direction\)")
 
 def link_phrase(scenario, level: str | None) -> str:
     """The limiting link, named, with its effective bandwidth and what the rate is per."""
-    from willitscale.plan.links import cluster_links
 
     links = cluster_links(scenario)
     intra_name, inter_name = (_LINE_RATE.sub("", n) for n in (links.intra_name, links.inter_name))
@@ -138,7 +139,6 @@ def _compute(c, limit: float) -> str:
 def verdict(c) -> str:
     """The answer in one sentence: does it scale, what limits it (the exposed share of the step
     and the link that paces it), by how much; out of memory first when the plan does not fit."""
-    from willitscale.plan.levers import EXPOSED_SHARE_LIMIT
 
     resource = c.estimate.bottleneck.resource
     if resource == "out of memory":

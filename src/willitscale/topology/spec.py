@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from willitscale.errors import ConfigError, UnknownNameError
+from willitscale.topology import TOPOLOGY_KINDS
 from willitscale.topology.graph import Topology
 from willitscale.topology.links import FabricLinks
 
@@ -55,8 +56,6 @@ class TopologySpec:
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
 
     def build(self) -> Topology:
-        from willitscale.topology import TOPOLOGY_KINDS
-
         params = dict(self.params)
         missing = [(name, what) for name, what in REQUIRED_PARAMS.get(self.kind, ()) if params.get(name) is None]
         if missing:

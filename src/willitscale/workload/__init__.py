@@ -1,10 +1,9 @@
-"""Workload: a transformer's shape, and what it costs in parameters, FLOPs and memory.
+"""Workload: a transformer's shape, and what it costs in parameters and FLOPs.
 
 Modules: :mod:`.transformer` (the shape), :mod:`.params` (exact parameter counts),
 :mod:`.flops` (training FLOPs per token), :mod:`.approximations` (6PD and friends),
-:mod:`.memory` (training state per ZeRO stage), :mod:`.activations` (activation memory),
 :mod:`.catalog` and :mod:`.hf` (models by name, TOML or Hugging Face config),
-:mod:`.summary` (all of it for ``willitscale model``). Names load lazily: importing this
+:mod:`.stages` (a model split into pipeline stages). Names load lazily: importing this
 package does not import numpy.
 """
 
@@ -34,20 +33,10 @@ _EXPORTS: dict[str, str] = {
     "palm_flops_per_token": "approximations",
     "handbook_tflop_per_gpu": "approximations",
     "approximate_flops_per_token": "approximations",
-    "StateConvention": "memory",
-    "StateMemory": "memory",
-    "CONVENTIONS": "memory",
-    "get_convention": "memory",
-    "state_bytes_per_gpu": "memory",
-    "state_memory": "memory",
-    "ActivationMemory": "activations",
-    "activation_memory": "activations",
     "get_model": "catalog",
     "list_models": "catalog",
     "model_aliases": "catalog",
     "load_hf_config": "hf",
-    "ModelSummary": "summary",
-    "summarize_model": "summary",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -6,15 +6,15 @@ tests measure how far each lands from the exact count (GPT-3 175B: within 3%).
 
 * ``6PD`` — Kaplan et al. 2020, "Scaling Laws for Neural Language Models", section 2.1:
   ``C ≈ 6 N`` per token (2N forward, 4N backward), N = non-embedding parameters. The article
-  of seeds/001 uses P = all parameters.
-* ``8PD`` — the same with full recomputation (one more forward): seeds/000's "4 instead of 3".
+  of Ray's 'Will it scale to N GPUs?' uses P = all parameters.
+* ``8PD`` — the same with full recomputation (one more forward): Bekman's networking chapter's "4 instead of 3".
 * Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using
   Megatron-LM", appendix: ``96 B s l h^2 (1 + s/(6h) + V/(16 l h))`` per iteration with full
   recomputation (BLOOM's math docs use it); Korthikanti et al. 2022, appendix A, give the model
   FLOPs without recomputation, ``72 B s l h^2 (1 + s/(6h) + V/(12 l h))``.
 * PaLM (Chowdhery et al. 2022, appendix B): ``6 N + 12 L H Q T`` per token, N = all
   parameters (PaLM's input embedding is also its output layer).
-* The handbook (seeds/000, after BLOOM's docs): ``tflop = model_size_in_B * 4 * 2 * seqlen *
+* The handbook (Bekman's networking chapter, after BLOOM's docs): ``tflop = model_size_in_B * 4 * 2 * seqlen *
   global_batch_size / (total_gpus * 1e3)``, i.e. 8PD in TFLOP per GPU (3 instead of 4 without
   recomputation).
 """
@@ -45,7 +45,7 @@ def kaplan_6pd(params, tokens):
 
 
 def recompute_8pd(params, tokens):
-    """``8 P D``: 6PD plus one more forward for full activation recomputation (seeds/000)."""
+    """``8 P D``: 6PD plus one more forward for full activation recomputation (Bekman's networking chapter)."""
     return float_or_array(8.0 * np.asarray(params, dtype=float) * np.asarray(tokens, dtype=float))
 
 
@@ -70,7 +70,7 @@ def palm_flops_per_token(params_non_embedding, layers, heads, head_dim, seq_len)
 
 def handbook_tflop_per_gpu(model_size_in_B, seqlen, global_batch_size, total_gpus, *, recompute: bool = True):
     """The handbook's ``model_size_in_B * 4 * 2 * seqlen * global_batch_size / (total_gpus * 1e3)``:
-    TFLOP each GPU computes per iteration (seeds/000; 3 instead of 4 without recomputation)."""
+    TFLOP each GPU computes per iteration (Bekman's networking chapter; 3 instead of 4 without recomputation)."""
     passes = 4 if recompute else 3
     return model_size_in_B * passes * 2 * seqlen * global_batch_size / (total_gpus * 1e3)
 

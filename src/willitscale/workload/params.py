@@ -13,7 +13,7 @@ Counted matrix by matrix (see ``docs/workload.md`` for the derivation):
 * LM head ``hidden x vocab`` unless tied to the token embedding.
 
 ``non_embedding = total - token embedding - position embedding``: Kaplan et al. (2020)'s
-``N``, and what the GPT-2 article (seeds/003) calls "GPT-2 ~85M" and "GPT-2 Large ~708M".
+``N``, and what the GPT-2 article ('The Impact of GPU Networking (Part 1)') calls "GPT-2 ~85M" and "GPT-2 Large ~708M".
 An untied LM head is part of it (Qwen2's model card excludes it too; use ``layers_total``).
 Counts are Python ints: exact at any size.
 """

@@ -1,6 +1,6 @@
 """The fabric simulator's pictures: how busy the links are, and which GPU pairs talk.
 
-The heatmap follows Figure 7 of seeds/002 (traffic between GPU pairs when training GPT-3, from
+The heatmap follows Figure 7 of 'GPU fabrics for GenAI workloads' (traffic between GPU pairs when training GPT-3, from
 Meta's rail-only paper): most pairs carry nothing, and the bytes concentrate in a few blocks.
 """
 
@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from willitscale.errors import ConfigError
 from willitscale.report.plots.base import Chart, new_figure, styled
 from willitscale.report.style import COLORS
+from willitscale.units import format_size
 
 __all__ = ["link_utilization_histogram", "traffic_heatmap"]
 
@@ -21,8 +23,6 @@ def link_utilization_histogram(histogram: Sequence[tuple[float, float, int]], *,
     """Bars of ``(from, to, links)`` bins of utilisation (a fraction 0..1) as the simulator's
     ``LinkReport.histogram`` gives them."""
     if not histogram:
-        from willitscale.errors import ConfigError
-
         raise ConfigError("link utilisation histogram", "empty", "at least one (from, to, links) bin")
     fig, ax = new_figure(figsize=(7.0, 4.0))
     lefts = [100 * a for a, _, _ in histogram]
@@ -55,8 +55,6 @@ def traffic_heatmap(matrix, *, gpus_per_node: int | None = None, unit: str = "by
 
     m = np.asarray(matrix, dtype=float)
     if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2:
-        from willitscale.errors import ConfigError
-
         raise ConfigError("traffic matrix", m.shape, "a square matrix of at least 2 x 2 GPUs")
     n = m.shape[0]
     fig, ax = new_figure(figsize=(6.4, 5.6))
@@ -67,10 +65,10 @@ def traffic_heatmap(matrix, *, gpus_per_node: int | None = None, unit: str = "by
         vmin, vmax = float(positive.min()), float(positive.max())
         norm = LogNorm(vmin=vmin, vmax=vmax if vmax > vmin else vmin * 10)
         image = ax.imshow(masked, cmap=cmap, norm=norm, interpolation="nearest", origin="upper")
-        bar = fig.colorbar(image, ax=ax, label=unit, shrink=0.85)
+        bar = fig.colorbar(image, ax=ax, shrink=0.85)
+        bar.set_label(f"{unit} sent, row GPU to column GPU (log scale)")
         from matplotlib.ticker import FuncFormatter
 
-        from willitscale.units import format_size
 
         sized = FuncFormatter(lambda v, _: format_size(v) if unit.startswith("bytes") else f"{v:g}")
         bar.ax.yaxis.set_major_formatter(sized)
@@ -90,7 +88,7 @@ def traffic_heatmap(matrix, *, gpus_per_node: int | None = None, unit: str = "by
     active = int(np.count_nonzero(m - np.diag(np.diag(m))))
     return Chart(name=name, title=title, figure=fig,
                  caption=f"{active:,} of {pairs:,} ordered GPU pairs carry traffic "
-                         f"({100 * (1 - active / pairs):.1f}% idle), as in Figure 7 of seeds/002.")
+                         f"({100 * (1 - active / pairs):.1f}% idle), as in Figure 7 of 'GPU fabrics for GenAI workloads'.")
 
 
 def _cmap():

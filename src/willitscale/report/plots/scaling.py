@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from willitscale.errors import ConfigError
 from willitscale.report.chartdata import crossover, efficiency, ideal_throughput
 from willitscale.report.plots.base import Chart, new_figure, styled, time_unit
 from willitscale.report.style import COLORS, HATCHES, LABELS, WIDE
+from willitscale.units import format_time
 
 __all__ = ["breakdown_bars", "scaling_efficiency", "comms_vs_compute", "log2_axis"]
 
@@ -40,7 +42,6 @@ def breakdown_bars(labels: Sequence[str], parts: Mapping[str, Sequence[float]], 
     of its step (100%); by default when the steps differ more than 4x (strong scaling), where
     seconds would flatten the larger node counts into slivers.
     """
-    from willitscale.units import format_time
 
     n = len(labels)
     totals = [sum(v[i] for v in parts.values()) for i in range(n)]
@@ -170,8 +171,6 @@ def comms_vs_compute(nodes: Sequence[int], compute: Sequence[float], comms: Sequ
     compute. Needs two node counts or more.
     """
     if len(nodes) < 2 or not (len(nodes) == len(compute) == len(comms)):
-        from willitscale.errors import ConfigError
-
         raise ConfigError("comms vs compute", f"{len(nodes)} node counts",
                           "at least two, with one compute and one communication time each")
     top = max(list(compute) + list(comms) + list(exposed or []))

@@ -1,6 +1,6 @@
 """The step timeline: compute / communication / idle lanes per rank group, on one time axis.
 
-Drawn like the handbook chapter's diagrams (seeds/000)::
+Drawn like the handbook chapter's diagrams (Bekman's networking chapter)::
 
     [DL][  compute  ][idle][DL][  compute  ][idle]
     [         comms       ][         comms       ]
@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from willitscale.errors import ConfigError
+from willitscale.estimation.timeline import LANES, Timeline
 from willitscale.report.plots.base import Chart, new_figure, styled, time_unit
 from willitscale.report.style import COLORS, HATCHES, KIND_MEANING, LABELS, WIDE
-from willitscale.report.timeline import LANES, Timeline
+from willitscale.units import format_time
 
 __all__ = ["step_timeline", "merged_blocks"]
 
@@ -91,8 +93,6 @@ def step_timeline(groups: Sequence[tuple[str, Timeline]], *, title: str = "One t
                   name: str = "timeline") -> Chart:
     """One block of lanes per ``(label, timeline)`` group on a shared time axis."""
     if not groups:
-        from willitscale.errors import ConfigError
-
         raise ConfigError("timeline groups", 0, "at least one (label, Timeline)")
     xmax = max(t.step_time for _, t in groups) or 1.0
     scale, unit = time_unit(xmax)
@@ -100,8 +100,6 @@ def step_timeline(groups: Sequence[tuple[str, Timeline]], *, title: str = "One t
     fig, ax = new_figure(figsize=(WIDE[0], 1.25 + 0.36 * rows))
     y, yticks, ylabels, kinds = 0.0, [], [], []
     for label, timeline in groups:
-        from willitscale.units import format_time
-
         ax.text(0, y, f"{label} — step {format_time(timeline.step_time)}", ha="left",
                 va="center", fontsize=9.5, fontweight="bold")
         top = y

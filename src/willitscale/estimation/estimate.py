@@ -1,0 +1,206 @@
+"""The step-time estimate of one training job: :func:`estimate`.
+
+The numbers come from the batched engine (:mod:`willitscale.step.engine`) run on a batch of
+one plan, so the planner and this function agree by construction. This module dresses them:
+the breakdown, memory against HBM (an :class:`~willitscale.scenario.validate.OutOfMemory` verdict
+when the plan does not fit), one report per kind of communication, the timeline, the
+bottleneck and the assumptions.
+
+One optimizer step, on the GPU that finishes last::
+
+    step = data_loading (exposed) + forward + backward (incl. recomputation)
+         + exposed communication (tensor/context/expert parallel, pipeline sends, gradient tail)
+         + pipeline bubble + overlap_slowdown + optimizer
+
+For plain data parallelism (docs/estimate.md): DDP buckets all-reduced over the links the
+data-parallel group crosses during the last micro-step's backward; fused AdamW at 28 bytes per
+parameter at the GPU's memory bandwidth; data loading over the node's storage bandwidth. Model
+parallelism: docs/parallelism.md.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from willitscale.compute.efficiency import resolved_efficiency
+from willitscale.errors import ConfigError
+from willitscale.estimation.calibration_scope import calibration_scope
+from willitscale.estimation.dpreport import data_parallel_parts
+from willitscale.estimation.mpreport import model_parallel_parts
+from willitscale.estimation.result import (
+    Bottleneck,
+    Breakdown,
+    MemoryBreakdown,
+    StepEstimate,
+)
+from willitscale.memory.stage import default_convention
+from willitscale.scenario.batch import PlanBatch
+from willitscale.scenario.scenario import Scenario
+from willitscale.scenario.validate import OutOfMemory, check_plan
+from willitscale.step.engine import make_context
+from willitscale.step.evaluate import run
+from willitscale.units import format_size
+
+__all__ = ["estimate", "estimate_in_context", "resolved_efficiency",
+           "memory_of", "out_of_memory_verdict"]
+
+STAGE_NAMES = ("first pipeline stage", "middle pipeline stages", "last pipeline stage")
+
+
+def memory_of(result, scenario, index: int = 0) -> MemoryBreakdown:
+    """The :class:`MemoryBreakdown` of plan ``index`` of an engine result (its fullest stage)."""
+    mem, col = result.memory, int(result.memory_column[index])
+    part = lambda x: float(np.asarray(x)[index, col])  # noqa: E731
+
+    stage = "" if scenario.plan.pp == 1 else STAGE_NAMES[col]
+    return MemoryBreakdown(
+        weights=part(mem.weights), gradients=part(mem.gradients), optimizer=part(mem.optimizer),
+        activations=part(mem.activations) if mem.known else None, buffers=part(mem.buffers),
+        capacity=scenario.cluster.gpu.memory, stage=stage, fraction=scenario.memory_fraction,
+        convention=scenario.memory_convention or default_convention(scenario.ddp.grad_reduce_dtype))
+
+
+def _variants(plan, has_shape: bool):
+    """Single changes that reduce memory: ZeRO stages, full recomputation, micro-batch 1."""
+    from dataclasses import replace
+
+    out = []
+    if plan.dp * plan.cp > 1:
+        out += [(f"--zero {z}", replace(plan, zero=z)) for z in range(plan.zero + 1, 4)]
+    if plan.recompute != "full" and has_shape:
+        out.append(("--recompute full", replace(plan, recompute="full")))
+    if plan.micro_batch > 1:
+        out.append(("--micro-batch 1 (more accumulation steps)",
+                    replace(plan, micro_batch=1, grad_accum=plan.grad_accum * plan.micro_batch)))
+    return out
+
+
+def _levers(scenario, ctx) -> list[str]:
+    """What each single change would need per GPU (the engine's memory part)."""
+
+    variants = _variants(scenario.plan, scenario.model is not None)
+    if not variants:
+        return []
+    result = run(ctx, PlanBatch.from_plans([p for _, p in variants]), memory_only=True)
+    need = result.memory_per_gpu
+    cap = scenario.memory_fraction * scenario.cluster.gpu.memory
+    lines = [f"{flag} would need {format_size(float(n), binary=True)}"
+             + (" (fits)" if n <= cap else "") for (flag, _), n in zip(variants, need)]
+    fitting = [line for line in lines if line.endswith("(fits)")]
+    return fitting[:2] or lines[:3]
+
+
+def out_of_memory_verdict(scenario: Scenario, *, batch_problem: str = ""):
+    """The :class:`~willitscale.scenario.validate.OutOfMemory` verdict of ``scenario``'s plan, or
+    None when it fits (memory only: no step time). ``batch_problem`` says why the plan cannot
+    run as given either (a global batch that does not split over ``dp``): the verdict then
+    says it before the changes that would fit, which all still need a batch that splits."""
+
+    check_plan(scenario)
+    ctx = make_context(scenario)
+    memory = memory_of(run(ctx, PlanBatch.from_plans([scenario.plan]), memory_only=True), scenario)
+    if memory.fits is not False:
+        return None
+    return _out_of_memory(memory, scenario, ctx, batch_problem=batch_problem)
+
+
+def _out_of_memory(memory: MemoryBreakdown, scenario, ctx, *, batch_problem: str = ""):
+    gib = lambda x: format_size(x, binary=True)  # noqa: E731
+    where = f" on the {memory.stage}" if memory.stage else ""
+    parts = (f"weights {gib(memory.weights)}, gradients {gib(memory.gradients)}, optimizer "
+             f"{gib(memory.optimizer)}, activations "
+             + ("unknown" if memory.activations is None else gib(memory.activations))
+             + f", buffers {gib(memory.buffers)}")
+    levers = _levers(scenario, ctx) + ["more model parallelism (--tp up to the GPUs per node, "
+                                       "then --pp)", "`willitscale plan` to search plans that fit"]
+    room = (f"one {scenario.cluster.gpu.name} has {gib(memory.capacity)}" if memory.fraction >= 1 else
+            f"a plan may fill {gib(memory.limit)} of one {scenario.cluster.gpu.name}'s "
+            f"{gib(memory.capacity)} (--memory-fraction {memory.fraction:g}, as the planner)")
+    also = (f"It cannot run as given either: {batch_problem.rstrip('.')}. With a global batch "
+            "that splits: ") if batch_problem else ""
+    message = (f"out of memory: this plan needs {gib(memory.total)} per GPU{where} ({parts}) but "
+               f"{room}. " + also + "; ".join(levers))
+    return OutOfMemory(message, memory)
+
+
+def _check_measured_compute(scenario, result, peak: float) -> None:
+    """A measured single-GPU step faster than the GPU's peak allows is a typo, not a GPU."""
+    measured = scenario.measured.step_time_one_gpu
+    if measured is None:
+        return
+    executed = float(np.asarray(result.executed_flops)[0])
+    optimizer = float(np.asarray(result.optimizer)[0])
+    least = executed / peak + optimizer
+    if not measured > least:
+        raise ConfigError("--compute-time-per-step", f"{measured:g} s",
+                          f"> {least:.4g} s: this step executes {executed:.4g} FLOPs per GPU, "
+                          f"{executed / peak:.4g} s even at the {scenario.cluster.gpu.name}'s "
+                          f"{peak / 1e12:g} TFLOP/s {scenario.dtype} peak, and its optimizer "
+                          f"needs {optimizer:.3g} s more at the memory bandwidth")
+
+
+def estimate(scenario: Scenario, *, allow_oom: bool = False) -> StepEstimate:
+    """Predict one training step of ``scenario``.
+
+    Raises :class:`~willitscale.scenario.validate.OutOfMemory` (an ``Infeasible`` with reason
+    ``out_of_memory``) when the plan does not fit in ``memory_fraction`` of the GPU's memory;
+    with ``allow_oom`` the numbers are computed anyway and the bottleneck is ``out of memory``.
+    A measured single-GPU step faster than the peak allows is a ``ConfigError``.
+    """
+
+    return estimate_in_context(scenario, make_context(scenario), allow_oom=allow_oom)
+
+
+def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> StepEstimate:
+    """:func:`estimate` on an engine context, e.g. one whose links a what-if scaled
+    (:func:`willitscale.estimation.levers.scaled_context`)."""
+
+    result = run(ctx, PlanBatch.from_plans([scenario.plan]), detail=True)
+    _check_measured_compute(scenario, result, ctx.peak)
+    memory = memory_of(result, scenario)
+    oom = _out_of_memory(memory, scenario, ctx) if memory.fits is False else None
+    if oom is not None and not allow_oom:
+        raise oom
+    value = lambda name: float(np.asarray(getattr(result, name))[0])  # noqa: E731
+    breakdown = Breakdown(
+        data_loading=value("data_loading"), forward=value("forward"), backward=value("backward"),
+        overlap_slowdown=value("overlap_slowdown"), exposed_comms=value("exposed_comms"),
+        optimizer=value("optimizer"), bubble=value("bubble"))
+    if scenario.plan.is_data_parallel:
+        parts = data_parallel_parts(scenario, ctx, result, breakdown)
+    else:
+        parts = model_parallel_parts(scenario, ctx, result, breakdown)
+    step = breakdown.total
+    peak = ctx.peak
+    bottleneck = parts.bottleneck
+    if oom is not None:  # asked for the numbers anyway: out of memory is still the verdict
+
+        bottleneck = Bottleneck(resource="out of memory", reason=str(oom),
+                                fixes=tuple(_levers(scenario, ctx)), busy=bottleneck.busy,
+                                shares=bottleneck.shares, level=bottleneck.level)
+
+    scope_warnings, scope_assumptions = calibration_scope(scenario)
+    model_flops, executed_flops = value("model_flops"), value("executed_flops")
+    tokens = scenario.tokens_per_step
+    plan = scenario.plan
+    return StepEstimate(
+        step_time=step, breakdown=breakdown, compute=value("compute"), comms=value("comms"),
+        exposed_comms=breakdown.exposed_comms, model_flops=model_flops,
+        executed_flops=executed_flops, peak_flops=peak, mfu=model_flops / (step * peak),
+        hfu=executed_flops / (step * peak), tokens_per_s=tokens / step,
+        samples_per_s=plan.global_batch / step, global_batch=plan.global_batch,
+        tokens_per_step=tokens, params=ctx.terms.total_params, gpus=scenario.cluster.gpus,
+        nodes=scenario.cluster.nodes, memory=memory, comm_ops=parts.comm_ops,
+        bottleneck=bottleneck, assumptions=tuple(parts.assumptions) + scope_assumptions,
+        unknowns=parts.unknowns,
+        timeline=parts.timeline, plan=_plan_json(plan), pipeline=parts.pipeline,
+        placement=parts.placement,
+        warnings=scope_warnings + tuple(scenario.cluster.warnings) + tuple(parts.warnings))
+
+
+def _plan_json(plan) -> dict:
+    return {"dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "ep": plan.ep,
+            "zero": plan.zero, "shard_scope": plan.shard_scope, "micro_batch": plan.micro_batch,
+            "grad_accum": plan.grad_accum, "global_batch": plan.global_batch,
+            "recompute": plan.recompute, "pp_schedule": plan.pp_schedule,
+            "virtual_stages": plan.virtual_stages, "sequence_parallel": plan.sequence_parallel}

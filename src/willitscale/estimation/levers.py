@@ -1,0 +1,190 @@
+"""What limits a step and how much of one change would fix it, by rerunning the engine.
+
+**One criterion** decides the bottleneck verdict, every computed fix and ``requirements``: the
+*exposed share* of the step, communication that compute does not hide over the step time
+(:func:`exposed_share`). Communication is the bottleneck when that share exceeds
+:data:`EXPOSED_SHARE_LIMIT` (5%, the default of ``requirements --max-exposed-share``), and every
+fix is the least change that brings it to the limit. Comparing the communication's busy time
+with all compute (the handbook's "comms is a bottleneck" column) would miss that DDP hides the
+all-reduce only behind the last micro-batch's backward, never behind forward, the optimizer
+or the other accumulation steps.
+
+**The limiting link.** A collective over several nodes runs on two levels at once: each GPU's
+link inside its node (``intra``: NVLink, NVSwitch, PCIe) and the node's NICs (``inter``). In
+the alpha-beta model a ring moves ``S/n`` per step over both, paced by the slower; NCCL's tree
+runs a chain through the node's GPUs (``2S`` each way per GPU) beside the tree across nodes
+(``2S`` per node): which level paces the transfer depends on the algorithm the model picks, its
+bytes per level and the bandwidths, not on whether the group spans nodes. A PCIe node or an
+H800 (8 NVLinks of 18) is often limited inside the node. :func:`limiting_level` therefore asks
+the step itself: the level whose bandwidth, doubled, cuts exposed communication most (ties:
+the communication's busy time) is the one a fix must speed up. A measured all-reduce
+(``--allreduce-time``) is its own level, ``measured``.
+
+Each evaluation is the batched engine on a batch of one plan (a few milliseconds), on a context
+whose links are scaled (:func:`scaled_context`), so the estimate, its fixes, ``requirements``
+and the planner use the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from willitscale.step.evaluate import run
+
+__all__ = ["EXPOSED_SHARE_LIMIT", "LEVEL_RESOURCE", "BANDWIDTH_RANGE", "BANDWIDTH_RTOL", "Outcome",
+           "BandwidthNeed", "available_levels", "exposed_share", "least_factor", "limiting_level",
+           "needed_bandwidth", "outcome", "scaled_context"]
+
+#: exposed communication above this share of the step makes the network the bottleneck
+EXPOSED_SHARE_LIMIT = 0.05
+#: the resource a limiting level stands for in the bottleneck verdict
+LEVEL_RESOURCE = {"intra": "intra-node network", "inter": "inter-node network"}
+#: the factor :func:`limiting_level` doubles each level's bandwidth by
+_PROBE = 2.0
+#: :func:`needed_bandwidth` searches factors in ``[1 / BANDWIDTH_RANGE, BANDWIDTH_RANGE]``
+BANDWIDTH_RANGE = 1e4
+#: ... to this relative tolerance: 0.1%, below the 3 significant digits every figure prints
+BANDWIDTH_RTOL = 1e-3
+
+
+def exposed_share(exposed, step):
+    """Exposed communication over the step time (numpy-friendly)."""
+    return np.asarray(exposed, dtype=float) / np.asarray(step, dtype=float)
+
+
+def scaled_context(ctx, *, intra: float = 1.0, inter: float = 1.0, measured: float = 1.0):
+    """``ctx`` with each GPU's intra-node link ``intra`` times, each node's NICs ``inter`` times and
+    a measured all-reduce ``measured`` times faster (line rates scaled alike)."""
+    links = ctx.links
+    links = replace(links, intra_bandwidth=links.intra_bandwidth * intra,
+                    intra_line_rate=links.intra_line_rate * intra,
+                    inter_bandwidth=links.inter_bandwidth * inter,
+                    inter_line_rate=links.inter_line_rate * inter)
+    flow = ctx.flow
+    if flow is not None and inter != 1.0:  # the simulated fabric: its bytes term scales
+        flow = replace(flow, per_byte=flow.per_byte / inter)
+    scenario = ctx.scenario
+    if measured != 1.0 and scenario.measured.allreduce_time is not None:
+        scenario = replace(scenario, measured=replace(
+            scenario.measured, allreduce_time=scenario.measured.allreduce_time / measured,
+            allreduce_size=scenario.measured.allreduce_size))
+    return replace(ctx, links=links, flow=flow, scenario=scenario)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """The numbers of one plan under one change."""
+
+    step: float
+    exposed: float  #: exposed communication
+    comms: float  #: communication busy time
+    memory: float  #: bytes per GPU (largest stage)
+    result: object  #: the engine's BatchResult
+
+    @property
+    def share(self) -> float:
+        return float(exposed_share(self.exposed, self.step))
+
+
+def outcome(ctx, batch, index: int = 0, result=None) -> Outcome:
+    """Plan ``index`` of ``batch`` evaluated on ``ctx`` (or taken from ``result``)."""
+
+    r = run(ctx, batch) if result is None else result
+    pick = lambda x: float(np.asarray(x)[index])  # noqa: E731
+    return Outcome(step=pick(r.step_time), exposed=pick(r.exposed_comms), comms=pick(r.comms),
+                   memory=pick(r.memory_per_gpu), result=r)
+
+
+def available_levels(ctx) -> tuple[str, ...]:
+    """The levels a change could speed up: ``intra`` with several GPUs per node, ``inter`` with
+    several nodes, ``measured`` with a measured all-reduce."""
+    sc = ctx.scenario
+    out = []
+    if ctx.links.gpus_per_node > 1:
+        out.append("intra")
+    if sc.cluster.nodes > 1:
+        out.append("inter")
+    if sc.measured.allreduce_time is not None:
+        out.append("measured")
+    return tuple(out)
+
+
+def limiting_level(ctx, batch, base: Outcome | None = None) -> str | None:
+    """The level whose bandwidth, doubled, cuts exposed communication most (then the busy time);
+    None when no level changes anything (one GPU, or no communication)."""
+    base = base or outcome(ctx, batch)
+    best, key = None, (base.exposed, base.comms)
+    for level in available_levels(ctx):
+        out = outcome(scaled_context(ctx, **{level: _PROBE}), batch)
+        candidate = (out.exposed, out.comms)
+        if candidate < key and not np.allclose(candidate, (base.exposed, base.comms), rtol=1e-9,
+                                               atol=1e-12):
+            best, key = level, candidate
+    return best
+
+
+def least_factor(ctx, batch, levels, *, share: float = EXPOSED_SHARE_LIMIT, lo: float = 1.0,
+                 hi: float = 1e4, rtol: float = 0.01):
+    """``(factor, outcome)``: the least factor in ``[lo, hi]`` on the bandwidth of every level in
+    ``levels`` at which exposed communication is at most ``share`` of the step, found by geometric
+    bisection to ``rtol`` (the exposed share never grows with bandwidth: a property test checks
+    it). ``(None, outcome at hi)`` when even ``hi`` is not enough."""
+    def at(factor: float) -> Outcome:
+        return outcome(scaled_context(ctx, **{level: factor for level in levels}), batch)
+
+    top = at(hi)
+    if top.share > share:
+        return None, top
+    bottom = at(lo)
+    if bottom.share <= share:
+        return lo, bottom
+    best = top
+    while hi / lo > 1 + rtol:
+        mid = math.sqrt(lo * hi)
+        out = at(mid)
+        if out.share <= share:
+            hi, best = mid, out
+        else:
+            lo = mid
+    return hi, best
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BandwidthNeed:
+    """The least speed-up of one level's bandwidth that brings exposed communication to a share."""
+
+    level: str  #: intra, inter or measured
+    factor: float | None  #: the least factor on that level; None when it alone cannot
+    at: Outcome  #: the outcome at ``factor`` (at the top of the range when None)
+    #: when ``factor`` is None and the other level exists: the least factor on both together
+    both: float | None = None
+    both_at: Outcome | None = None  #: the outcome at ``both`` (or at the top of the range)
+
+    @property
+    def limited_by(self) -> str | None:
+        """Why ``factor`` is None: the other level (``intra``/``inter``) or ``latency``."""
+        if self.factor is not None:
+            return None
+        if self.both is not None:
+            return {"intra": "inter", "inter": "intra"}[self.level]
+        return "latency"
+
+
+def needed_bandwidth(ctx, batch, level: str, *, share: float = EXPOSED_SHARE_LIMIT,
+                     limit: float = BANDWIDTH_RANGE, rtol: float = BANDWIDTH_RTOL) -> BandwidthNeed:
+    """The one bandwidth search behind the estimate's bandwidth fix, ``requirements`` and the
+    report (so all print the same figure): the least factor in ``[1/limit, limit]`` on ``level``
+    at which exposed communication is at most ``share`` of the step, to ``rtol``. When that level
+    alone cannot and both network levels exist, the least factor on both together."""
+    factor, at = least_factor(ctx, batch, (level,), share=share, lo=1.0 / limit, hi=limit,
+                              rtol=rtol)
+    if factor is not None:
+        return BandwidthNeed(level=level, factor=factor, at=at)
+    both = tuple(lvl for lvl in available_levels(ctx) if lvl in ("intra", "inter"))
+    if level not in both or len(both) < 2:
+        return BandwidthNeed(level=level, factor=None, at=at)
+    together, both_at = least_factor(ctx, batch, both, share=share, lo=1.0, hi=limit, rtol=rtol)
+    return BandwidthNeed(level=level, factor=None, at=at, both=together, both_at=both_at)

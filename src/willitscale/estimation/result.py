@@ -1,0 +1,235 @@
+"""The frozen result of an estimate: :class:`StepEstimate` and its named parts.
+
+Everything is SI inside (seconds, bytes, FLOPs); :meth:`StepEstimate.to_json` puts the unit in
+every key (``step_time_s``, ``memory_per_gpu_bytes``). A field that cannot be known from the
+inputs (activation memory without a model shape) is ``None`` and says why in ``unknowns``,
+never a made-up number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from willitscale.estimation.timeline import Timeline
+
+__all__ = ["Breakdown", "MemoryBreakdown", "CommReport", "Bottleneck", "StepEstimate"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Breakdown:
+    """Where one step's time goes; the parts add up to the step time."""
+
+    data_loading: float  #: storage reads not hidden behind the previous step
+    forward: float
+    backward: float  #: includes recomputation
+    overlap_slowdown: float  #: compute lost to NCCL kernels sharing the GPU during overlap
+    exposed_comms: float  #: communication still running when backward ends
+    optimizer: float
+    bubble: float = 0.0  #: pipeline bubble (model parallelism; 0 for data parallelism)
+
+    @property
+    def total(self) -> float:
+        return sum(getattr(self, f.name) for f in fields(self))
+
+    def to_json(self) -> dict[str, float]:
+        return {f"{f.name}_s": getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryBreakdown:
+    """Bytes per GPU against the GPU's memory. ``activations`` is None when it cannot be known."""
+
+    weights: float
+    gradients: float
+    optimizer: float  #: optimizer states and master weights
+    activations: float | None
+    capacity: float  #: the GPU's memory
+    convention: str  #: the training-state convention used
+    buffers: float = 0.0  #: DDP bucket copies, ZeRO-3 gathered layers, pipeline receive buffers
+    stage: str = ""  #: which pipeline stage these bytes are for (the one with the most)
+    #: share of ``capacity`` a plan may fill (``--memory-fraction``, the planner's rule too)
+    fraction: float = 1.0
+
+    @property
+    def limit(self) -> float:
+        """Bytes a plan may use: ``fraction x capacity``."""
+        return self.fraction * self.capacity
+
+    @property
+    def total(self) -> float:
+        """Known parts only (a lower bound when ``activations`` is None)."""
+        return (self.weights + self.gradients + self.optimizer + (self.activations or 0.0)
+                + self.buffers)
+
+    @property
+    def fits(self) -> bool | None:
+        """True/False (against :attr:`limit`), or None when unknown parts could still exceed it."""
+        if self.total > self.limit:
+            return False
+        return None if self.activations is None else True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "weights_bytes": self.weights, "gradients_bytes": self.gradients,
+            "optimizer_bytes": self.optimizer, "activations_bytes": self.activations,
+            "buffers_bytes": self.buffers, "total_bytes": self.total,
+            "capacity_bytes": self.capacity, "limit_bytes": self.limit,
+            "memory_fraction": self.fraction, "complete": self.activations is not None,
+            "fits": self.fits, "convention": self.convention, "stage": self.stage,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommReport:
+    """One kind of communication a step issues, with its cost and what it crosses."""
+
+    name: str  #: e.g. "DDP gradient all-reduce"
+    op: str  #: collective (all_reduce, ...)
+    group: str  #: which ranks ("data parallel, 32 GPUs on 4 nodes")
+    ranks: int
+    bytes: float  #: per GPU per step (the whole message, as nccl-tests sizes it)
+    calls: int  #: collectives issued per step (buckets)
+    time: float  #: seconds on the communication stream
+    exposed: float  #: of which not hidden behind compute
+    links: tuple[str, ...]  #: the links the transfers cross, slowest last
+    algorithm: str  #: what runs, e.g. "ring (NCCL)"
+    why: str  #: why that algorithm / where the time goes
+    parallelism: str = "dp"  #: dp, tp, pp, cp, ep, zero (which parallelism issues it)
+    leaves_node: bool = False  #: its group spans nodes (traffic crosses the NICs)
+    placement: str = ""  #: where the group sits (nodes, GPUs per node, rail)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "parallelism": self.parallelism, "op": self.op,
+                "group": self.group, "ranks": self.ranks, "size_bytes": self.bytes,
+                "calls": self.calls, "time_s": self.time, "exposed_s": self.exposed,
+                "links": list(self.links), "leaves_node": self.leaves_node,
+                "placement": self.placement, "algorithm": self.algorithm, "why": self.why}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bottleneck:
+    """The resource busiest during a step, why, and what would change the verdict."""
+
+    #: "compute", "inter-node network", "intra-node network", "storage", "out of memory"
+    resource: str
+    reason: str  #: one line with the numbers
+    fixes: tuple[str, ...] = ()  #: least changes that would flip the verdict, computed
+    #: seconds each resource is busy per step: compute (forward + backward), communication
+    #: (the communication streams), storage
+    busy: tuple[tuple[str, float], ...] = ()
+    #: exposed parts over the step time: communication, data_loading, bubble (the criterion)
+    shares: tuple[tuple[str, float], ...] = ()
+    level: str | None = None  #: the limiting link level: intra, inter, measured (None: none)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"resource": self.resource, "reason": self.reason, "fixes": list(self.fixes),
+                "busy_s": dict(self.busy), "exposed_share": dict(self.shares),
+                "limiting_link": self.level}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepEstimate:
+    """One optimizer step of a training job: time, breakdown, throughput, memory, bottleneck."""
+
+    step_time: float
+    breakdown: Breakdown
+    compute: float  #: forward + backward (incl. recomputation) without overlap slowdown
+    comms: float  #: total communication time per step (the communication stream's busy time)
+    exposed_comms: float  #: part of ``comms`` not hidden behind compute
+    model_flops: float  #: per GPU per step (no recomputation): what MFU counts
+    executed_flops: float  #: per GPU per step, recomputation included: what HFU counts
+    peak_flops: float  #: the GPU's dense peak for the compute dtype
+    mfu: float  #: model_flops / (step_time x peak)
+    hfu: float  #: executed_flops / (step_time x peak)
+    tokens_per_s: float  #: whole job
+    samples_per_s: float
+    global_batch: int
+    tokens_per_step: int
+    params: float
+    gpus: int
+    nodes: int
+    memory: MemoryBreakdown
+    comm_ops: tuple[CommReport, ...]
+    bottleneck: Bottleneck
+    assumptions: tuple[tuple[str, str], ...]  #: (what, value and why)
+    unknowns: tuple[str, ...]  #: what could not be computed from the inputs, and why
+    timeline: Timeline
+    plan: dict = field(default_factory=dict)  #: the plan's degrees and schedule
+    pipeline: dict = field(default_factory=dict)  #: schedule, stages, micro-batches, bubble
+    placement: tuple = ()  #: one dict per group kind: ranks, nodes, GPUs per node, rail, link
+    warnings: tuple[str, ...] = ()  #: plan choices worth a second look (TP across nodes, ...)
+
+    @property
+    def memory_per_gpu(self) -> float:
+        return self.memory.total
+
+    @property
+    def tflops_per_gpu(self) -> float:
+        """Model FLOP/s per GPU over the whole step, in TFLOP/s (what MFU counts)."""
+        return self.model_flops / self.step_time / 1e12
+
+    @property
+    def hardware_tflops_per_gpu(self) -> float:
+        """Executed FLOP/s per GPU incl. recomputation, in TFLOP/s: Megatron-LM's and BLOOM's
+        "achieved TFLOP/s" (what HFU counts)."""
+        return self.executed_flops / self.step_time / 1e12
+
+    def traffic(self) -> list[dict[str, Any]]:
+        """Per parallelism: group, op, bytes, link, time and exposed time per step."""
+        out = []
+        for c in self.comm_ops:
+            out.append({"parallelism": c.parallelism, "name": c.name, "op": c.op, "group": c.group,
+                        "ranks": c.ranks, "bytes_per_step": c.bytes, "calls": c.calls,
+                        "link": c.links[-1] if c.links else "", "leaves_node": c.leaves_node,
+                        "time_s": c.time, "exposed_s": c.exposed})
+        return out
+
+    @property
+    def scaling_verdict(self) -> bool:
+        """The handbook's column "comms is a bottleneck", by the estimate's criterion: the
+        bottleneck is a network (exposed communication above 5% of the step)."""
+        return self.bottleneck.resource.endswith("network")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step_time_s": self.step_time,
+            "compute_s": self.compute,
+            "comms_s": self.comms,
+            "exposed_comms_s": self.exposed_comms,
+            "hidden_comms_s": self.comms - self.exposed_comms,
+            "mfu": self.mfu,
+            "hfu": self.hfu,
+            "tokens_per_s": self.tokens_per_s,
+            "samples_per_s": self.samples_per_s,
+            "memory_per_gpu_bytes": self.memory.total,
+            "bottleneck": self.bottleneck.resource,
+            "bottleneck_reason": self.bottleneck.reason,
+            "fixes": list(self.bottleneck.fixes),
+            "comms_is_bottleneck": self.scaling_verdict,
+            "breakdown_s": self.breakdown.to_json(),
+            "busy_s": dict(self.bottleneck.busy),
+            "exposed_share": dict(self.bottleneck.shares),
+            "limiting_link": self.bottleneck.level,
+            "model_flops_per_gpu": self.model_flops,
+            "executed_flops_per_gpu": self.executed_flops,
+            "peak_flop_per_s": self.peak_flops,
+            "global_batch": self.global_batch,
+            "tokens_per_step": self.tokens_per_step,
+            "params": self.params,
+            "gpus": self.gpus,
+            "nodes": self.nodes,
+            "memory": self.memory.to_json(),
+            "comm_ops": [c.to_json() for c in self.comm_ops],
+            "assumptions": [{"what": k, "value": v} for k, v in self.assumptions],
+            "unknowns": list(self.unknowns),
+            "timeline": self.timeline.to_json(),
+            "bubble_s": self.breakdown.bubble,
+            "tflops_per_gpu": self.tflops_per_gpu,
+            "hardware_tflops_per_gpu": self.hardware_tflops_per_gpu,
+            "plan": dict(self.plan),
+            "pipeline": dict(self.pipeline),
+            "traffic": self.traffic(),
+            "placement": [dict(p) for p in self.placement],
+            "warnings": list(self.warnings),
+        }

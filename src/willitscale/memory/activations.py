@@ -1,0 +1,164 @@
+"""Activation memory of one micro-batch: what the forward pass keeps for the backward pass.
+
+Generalised from Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+Transformer Models", section 4: per layer, 16-bit activations, 1-byte dropout masks,
+
+    s b h (34 + 5 a s / h)                         no parallelism, no recomputation
+    s b h (10 + 24/t + 5 a s / (h t))              tensor parallel t
+    s b h (34 + 5 a s / h) / t                     tensor + sequence parallel
+    s b h 34 / t                                   ... + selective recomputation
+    2 s b h                                        full recomputation (layer input only)
+
+Tensor by tensor (bytes; ``p`` = bytes per activation element, ``r`` = 1/t with sequence
+parallelism else 1; ``q``, ``kv`` and ``f`` are the per-rank query, key/value and FFN widths;
+``a`` heads per rank; ``k`` experts per token):
+
+* norms: each stores its input, ``p s b h r`` (two per layer);
+* attention: the q/k/v projection's input ``p s b h r``; Q and K for ``Q K^T``, V for
+  ``A V``: ``p s b (q + 2 kv)``; the output projection's input ``p s b q``; with dropout a
+  1-byte mask ``s b h r``;
+* attention scores (standard attention): the softmax output ``p a s^2 b``, and with dropout its
+  mask ``a s^2 b`` and the dropped-out probabilities ``p a s^2 b``; FlashAttention keeps only
+  the fp32 log-sum-exp per query and head, ``4 a s b`` (Dao et al. 2022), and regenerates
+  its dropout mask from the RNG state;
+* MLP: the up projection's input ``p s b h r``; ungated, the activation's input and the down
+  projection's input ``2 p s b f``; gated, the gate and up outputs and the down projection's
+  input ``3 p s b f``; with dropout a mask ``s b h r``;
+* MoE MLP: the router's fp32 probabilities ``4 s b E r``, then per routed copy (``k`` of them)
+  the expert's input ``p s b h r``, its inner tensors (as above) and its output ``p s b h r``
+  (kept to differentiate the routing weights); dropless routing, no capacity padding.
+
+Selective recomputation drops the attention-score tensors (and FlashAttention's log-sum-exp);
+full recomputation keeps only each layer's input, ``p s b h r``, and rebuilds one layer at a
+time during the backward pass (``recompute_transient``). Gradients of activations during
+backward, workspace and fragmentation are not counted. The first pipeline stage adds the
+embedding's dropout mask (and BLOOM's embedding-norm input); the last adds the final norm's and
+LM head's inputs and the fp32 softmax of the vocab-parallel cross-entropy, ``4 s b V / t``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from willitscale.errors import ConfigError
+from willitscale.workload.arrays import float_or_array
+from willitscale.workload.flops import recompute_choice
+from willitscale.workload.transformer import Transformer
+
+__all__ = ["ACTIVATION_BYTES", "activation_bytes", "ActivationMemory", "activation_memory"]
+
+MASK_BYTES = 1  # a dropout mask is one byte per element (Korthikanti et al. 2022)
+SOFTMAX_STAT_BYTES = 4  # FlashAttention's log-sum-exp is fp32
+LOGITS_BYTES = 4  # cross-entropy works on fp32 logits
+
+ACTIVATION_BYTES = 2  #: bf16/fp16 activations (and fp8 training's: see activation_bytes)
+
+
+def activation_bytes(dtype: str) -> int:
+    """Bytes per activation element for a compute dtype: 4 for fp32/tf32 (tf32 is a matmul mode
+    on fp32 tensors), else 2 (bf16/fp16; FP8 training keeps bf16 activations outside its GEMMs)."""
+    return 4 if dtype in ("fp32", "tf32") else ACTIVATION_BYTES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivationMemory:
+    """Activation bytes of one micro-batch on one tensor-parallel rank (floats or arrays).
+
+    ``per_layer`` is what one layer keeps under the chosen recomputation; the ``layer_*``
+    fields break down a layer *without* recomputation. A pipeline stage holding ``n`` layers
+    keeps :meth:`stage_bytes` per in-flight micro-batch.
+    """
+
+    seq_len: object
+    micro_batch: object
+    recompute: object  #: mode name, or array of them
+    tp: object
+    sequence_parallel: object
+    flash_attention: bool
+    dropout: bool
+    dtype_bytes: int
+    layers: int
+    layer_norms: object  #: inputs of the two norms
+    layer_attention: object  #: q/k/v input, Q, K, V, output-projection input, dropout mask
+    layer_attention_scores: object  #: softmax (+ dropout) over s x s, or FlashAttention's statistics
+    layer_mlp: object  #: MLP (or MoE router + experts) tensors
+    layer_no_recompute: object  #: sum of the four above
+    per_layer: object  #: kept per layer under ``recompute``
+    recompute_transient: object  #: rebuilt for one layer at a time during backward
+    embedding: object  #: first pipeline stage only
+    head: object  #: last pipeline stage only
+    total: object  #: whole model on one pipeline stage: layers x per_layer + transient + embedding + head
+
+    def stage_bytes(self, layers, *, first: bool = True, last: bool = True):
+        """Bytes one micro-batch keeps on a pipeline stage of ``layers`` layers."""
+        extra = (self.embedding if first else 0.0) + (self.head if last else 0.0)
+        kept = np.asarray(layers, dtype=float) * np.asarray(self.per_layer)
+        return float_or_array(kept + self.recompute_transient + extra)
+
+
+def _check_positive(name: str, value) -> None:
+    if np.any(np.asarray(value) < 1):
+        raise ConfigError(name, value, "an integer >= 1")
+
+
+def _mlp_bytes(model: Transformer, sbh_rep, sb, f, p: int, dropout: bool):
+    """MLP tensors of one layer (see the module docstring)."""
+    inner = (3 if model.gated_mlp else 2) * p * sb * f
+    mask = MASK_BYTES * sbh_rep if dropout else 0.0
+    if not model.is_moe:
+        return p * sbh_rep + inner + mask
+    router = 4.0 * sbh_rep / model.hidden * model.moe_experts  # fp32 probabilities, s b E r
+    routed = model.moe_top_k * (2 * p * sbh_rep + inner)  # expert input + inner + output per copy
+    return p * sbh_rep + router + routed + mask
+
+
+def activation_memory(model: Transformer, seq_len=None, micro_batch=1, *, recompute="none",
+                      tp=1, sequence_parallel=False, flash_attention: bool = True,
+                      dropout: bool = False, dtype_bytes: int = 2) -> ActivationMemory:
+    """Activation bytes per micro-batch (numpy-friendly in ``seq_len``, ``micro_batch``, ``tp``,
+    ``sequence_parallel`` and ``recompute``, which may be arrays of mode names).
+
+    Defaults describe current practice (FlashAttention, no dropout, bf16); Korthikanti et
+    al.'s ``34 + 5as/h`` is ``flash_attention=False, dropout=True``.
+    """
+    s = np.asarray(model.seq_len if seq_len is None else seq_len, dtype=float)
+    b = np.asarray(micro_batch, dtype=float)
+    t = np.asarray(tp, dtype=float)
+    for name, value in (("seq_len", s), ("micro_batch", b), ("tp", t)):
+        _check_positive(name, value)
+    p = dtype_bytes
+    rep = np.where(np.asarray(sequence_parallel, dtype=bool), 1.0 / t, 1.0)
+    sb = s * b
+    sbh_rep = sb * model.hidden * rep
+    q = model.q_dim / t
+    kv = np.maximum(model.kv_heads / t, 1.0) * model.head_dim
+    a = model.heads / t
+    mask = MASK_BYTES * sbh_rep if dropout else 0.0
+
+    norms = 2 * p * sbh_rep
+    attention = p * sbh_rep + p * sb * (q + 2 * kv) + p * sb * q + mask
+    if flash_attention:
+        scores = SOFTMAX_STAT_BYTES * a * sb
+    else:
+        scores = a * s * sb * (p + (MASK_BYTES + p if dropout else 0.0))
+    mlp = _mlp_bytes(model, sbh_rep, sb, model.ffn_hidden / t, p, dropout)
+    layer = norms + attention + scores + mlp
+
+    checkpoint = p * sbh_rep  # the layer input, all that full recomputation keeps
+    per_layer = recompute_choice(recompute, layer, layer - scores, checkpoint + 0 * layer)
+    transient = recompute_choice(recompute, 0 * layer, scores, layer)
+    embedding = mask + (p * sbh_rep if model.embedding_norm else 0.0)
+    head = 2 * p * sbh_rep + LOGITS_BYTES * sb * model.vocab / t
+    total = model.layers * per_layer + transient + embedding + head
+    out = float_or_array
+    return ActivationMemory(
+        seq_len=out(s), micro_batch=out(b), recompute=recompute, tp=out(t),
+        sequence_parallel=sequence_parallel, flash_attention=flash_attention, dropout=dropout,
+        dtype_bytes=dtype_bytes, layers=model.layers,
+        layer_norms=out(norms), layer_attention=out(attention), layer_attention_scores=out(scores),
+        layer_mlp=out(mlp), layer_no_recompute=out(layer), per_layer=out(per_layer),
+        recompute_transient=out(transient), embedding=out(embedding + 0 * layer), head=out(head),
+        total=out(total),
+    )

@@ -1,0 +1,148 @@
+"""The step-time model of any parallel plan: what a scenario's plans share (:class:`Context`)
+and the arrays the engine returns (:class:`BatchResult`).
+
+:func:`willitscale.step.evaluate.evaluate` takes a scenario (model, cluster, options) and a
+:class:`~willitscale.scenario.batch.PlanBatch` and returns a :class:`BatchResult` of arrays, one
+element per plan. The single-plan :func:`willitscale.estimation.estimate.estimate` calls it
+with a batch of one and dresses the numbers in reports; the planner calls it with thousands. One step of the plan, on the GPU that finishes
+last::
+
+    step = data loading (not hidden)
+         + pipeline        m x max_k T_k + bubble                  (:mod:`.pipeline`)
+         + gradient tail   buckets still running after the last backward, minus the stage's
+                           slack in the pipeline drain, + the tied-embedding all-reduce
+         + ZeRO extras     ZeRO-2's per-micro-batch reduce-scatters not hidden, ZeRO-1/2's
+                           weight all-gather not hidden by the next forward
+         + overlap slowdown  s x communication hidden under compute
+         + optimizer       fused AdamW over the stage's (sharded) parameters
+
+with ``T_k`` = forward + backward compute of stage ``k`` per micro-batch + the exposed parts of
+its tensor (:mod:`.tensor`), context (:mod:`.context`), expert (:mod:`.expert`) parallel
+collectives, ZeRO-3 gathers (:mod:`.sharding`) and pipeline sends. With ``tp = pp = cp = ep = 1``
+and ZeRO 0 this is exactly the data-parallel estimate of docs/estimate.md.
+
+Compute per micro-batch: executed FLOPs / (HFU x peak), or model FLOPs / (MFU x peak), split
+into forward and backward in proportion to executed FLOPs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from willitscale.collectives.lines import cluster_links
+from willitscale.compute.efficiency import resolved_efficiency, roofline_applies
+from willitscale.memory.stage import default_convention
+from willitscale.step.data import _layer_split
+from willitscale.workload.params import norm_params
+from willitscale.workload.stages import model_terms
+
+__all__ = ["Context", "BatchResult", "make_context", "pick"]
+
+
+
+def pick(x, column):
+    """``x[i, column[i]]`` for arrays of shape ``(plans, 3)``."""
+    return np.take_along_axis(np.asarray(x), np.asarray(column)[:, None], axis=-1)[:, 0]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Context:
+    """What every plan of a scenario shares."""
+
+    scenario: object
+    terms: object  #: :class:`~willitscale.workload.stages.ModelTerms`
+    links: object  #: :class:`~willitscale.collectives.lines.ClusterLinks`
+    peak: float
+    efficiency: object  #: :class:`~willitscale.compute.efficiency.Efficiency`
+    grad_bytes: int
+    convention: str
+    layer_fixed: float  #: norms + router parameters of one layer (not split by tp)
+    expert_share: float  #: expert MLPs' share of a layer's split parameters
+    roofline: bool = False  #: default compute model: GEMMs at e x peak + element-wise at HBM speed
+    flow: object = None  #: the fabric simulator's all-reduce over the whole cluster (--network flow)
+
+
+def make_context(scenario) -> Context:
+    eff = resolved_efficiency(scenario) if scenario.measured.step_time_one_gpu is None else None
+    fixed, share = 0.0, 0.0
+    if scenario.model is not None:
+        model = scenario.model
+        fixed = 2.0 * norm_params(model) + model.hidden * model.moe_experts
+        share = _layer_split(model, 1)[1]
+    return Context(scenario=scenario, terms=model_terms(scenario), links=cluster_links(scenario),
+                   peak=scenario.cluster.gpu.peak(scenario.dtype), efficiency=eff,
+                   grad_bytes=scenario.ddp.grad_bytes,
+                   convention=scenario.memory_convention or default_convention(
+                       scenario.ddp.grad_reduce_dtype),
+                   layer_fixed=fixed, expert_share=share,
+                   roofline=eff is not None and roofline_applies(scenario), flow=_flow(scenario))
+
+
+def _flow(scenario):
+    """``--network flow``: the simulated all-reduce over every GPU (a data-parallel group that
+    spans the whole cluster), ``per_byte x size + fixed``; other groups stay analytic."""
+    if scenario.network is None or scenario.measured.allreduce_time is not None \
+            or scenario.cluster.gpus < 2:
+        return None
+    return scenario.network.all_reduce_model(scenario.cluster)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchResult:
+    """The estimate of every plan of a batch (arrays of shape ``(plans,)`` unless noted)."""
+
+    step_time: np.ndarray
+    data_loading: np.ndarray
+    forward: np.ndarray  #: compute of the critical stage, all micro-batches
+    backward: np.ndarray  #: incl. recomputation
+    overlap_slowdown: np.ndarray
+    exposed_comms: np.ndarray  #: every exposed communication (not the bubble)
+    optimizer: np.ndarray
+    bubble: np.ndarray
+    compute: np.ndarray  #: forward + backward
+    comms: np.ndarray  #: communication busy time of the critical stage's GPU per step
+    model_flops: np.ndarray  #: per GPU per step (job total / GPUs)
+    executed_flops: np.ndarray
+    tokens_per_step: np.ndarray
+    memory: object  #: :class:`~willitscale.memory.stage.StageMemory` (arrays (plans, 3))
+    memory_column: np.ndarray  #: the stage column with the most memory
+    critical: np.ndarray  #: the stage column with the longest time per micro-batch
+    counts: np.ndarray  #: stages per column (plans, 3)
+    traffic: dict = field(default_factory=dict)  #: kind -> per-step dict of arrays
+    detail: dict = field(default_factory=dict)  #: single-plan extras for reports
+
+    @property
+    def memory_per_gpu(self) -> np.ndarray:
+        return pick(self.memory.total, self.memory_column)
+
+    @property
+    def capacity(self) -> float:
+        return self.detail["capacity"]
+
+    @property
+    def memory_limit(self) -> float:
+        """Bytes a plan may fill: the scenario's ``memory_fraction`` x the GPU's memory."""
+        return self.detail.get("memory_limit", self.capacity)
+
+    @property
+    def fits(self) -> np.ndarray:
+        """Per plan: memory within :attr:`memory_limit` (the rule of estimate and plan)."""
+        return self.memory_per_gpu <= self.memory_limit
+
+    @property
+    def mfu(self) -> np.ndarray:
+        return self.model_flops / (self.step_time * self.detail["peak"])
+
+    @property
+    def hfu(self) -> np.ndarray:
+        return self.executed_flops / (self.step_time * self.detail["peak"])
+
+    @property
+    def tflops_per_gpu(self) -> np.ndarray:
+        return self.model_flops / self.step_time / 1e12
+
+    @property
+    def hardware_tflops_per_gpu(self) -> np.ndarray:
+        return self.executed_flops / self.step_time / 1e12

@@ -1,0 +1,226 @@
+"""The step of many plans at once: :func:`evaluate`, one small function per part of the step.
+
+Every function works on arrays: ``(plans,)`` per plan, ``(plans, 3)`` per plan and stage
+column (first, middle, last: :mod:`willitscale.workload.stages`). Formulas and sources are in
+the modules they call.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from willitscale.collectives.lines import collective_lines, line_time, pair_time
+from willitscale.compute.kernels import elementwise_bytes
+from willitscale.memory.activations import activation_bytes
+from willitscale.memory.stage import stage_memory
+from willitscale.memory.state import WEIGHT_BYTES
+from willitscale.scenario.batch import PlanBatch
+from willitscale.step.assemble import assemble, optimizer_time_per_param
+from willitscale.step.context import context_traffic, kv_block_bytes
+from willitscale.step.engine import BatchResult, Context, make_context
+from willitscale.step.expert import expert_traffic
+from willitscale.step.pipeline import in_flight, pipeline_time, send_traffic
+from willitscale.step.sharding import shard_groups, zero3_exposed
+from willitscale.step.tail import gradient_tail
+from willitscale.step.tensor import tensor_traffic
+from willitscale.step.traffic import Traffic
+from willitscale.topology.placement import group_placement
+from willitscale.workload.params import (
+    embedding_params_per_tp_rank,
+    head_params_per_tp_rank,
+    layer_params_per_tp_rank,
+)
+from willitscale.workload.stages import stage_counts, stage_flags, stage_layers
+
+__all__ = ["run"]
+
+
+def _structure(ctx, b):
+    t = ctx.terms
+    layers, _ = stage_layers(t.layers, b.pp)
+    emb, head, copy = stage_flags(b.pp, t.tied)
+    counts = stage_counts(b.pp)
+    tokens = b.micro_batch * ctx.scenario.seq_len / b.cp
+    return SimpleNamespace(layers=layers, emb=emb, head=head, copy=copy, counts=counts,
+                           active=counts > 0, tokens=tokens.astype(float),
+                           m=b.grad_accum.astype(float))
+
+
+def _params(ctx, b, st):
+    """Parameters one GPU holds per stage column: (dense, expert, one layer's)."""
+    t = ctx.terms
+    if ctx.scenario.model is None:  # one layer's size needs the layer count: unknown (0)
+        dense = np.broadcast_to(np.array([t.total_params, 0.0, 0.0]), st.layers.shape).copy()
+        return dense, np.zeros_like(dense), np.zeros_like(dense[:, :1])
+
+    model = ctx.scenario.model
+    tp = b.tp.astype(float)
+    layer = np.asarray(layer_params_per_tp_rank(model, tp), dtype=float)
+    expert = ctx.expert_share * (layer - ctx.layer_fixed)
+    ep = b.ep.astype(float)
+    moe_split = ep > 1
+    dense_layer = np.where(moe_split, layer - expert, layer)
+    expert_layer = np.where(moe_split, expert / ep, 0.0)
+    emb_t = np.asarray(embedding_params_per_tp_rank(model, tp), dtype=float)
+    head_t = np.asarray(head_params_per_tp_rank(model, tp), dtype=float)
+    dense = (st.layers * dense_layer[:, None] + st.emb * emb_t[:, None] + st.head * head_t[:, None]
+             + st.copy * (t.token_embedding / tp)[:, None])
+    return dense, st.layers * expert_layer[:, None], (dense_layer + expert_layer)[:, None]
+
+
+def _compute(ctx, b, st):
+    """Compute seconds per micro-batch per column: (forward, backward, s per executed FLOP)."""
+    t = ctx.terms
+    per_gpu = (st.tokens / b.tp)[:, None]
+    fwd = (st.layers * t.layer_forward_token + st.head * t.head_forward_token) * per_gpu
+    rec = st.layers * t.recompute_token[b.recompute][:, None] * per_gpu
+    executed = 3.0 * fwd + rec
+    measured = ctx.scenario.measured.step_time_one_gpu
+    if measured is not None:  # the optimizer inside it runs after the all-reduce (assemble)
+
+        optimizer = t.total_params * optimizer_time_per_param(ctx.scenario)
+        seconds = np.full(executed.shape, measured - optimizer) / st.m[:, None]
+    elif ctx.efficiency.kind == "mfu":  # model FLOPs (scores in full) at MFU x peak
+        model = (st.layers * t.layer_model_token + st.head * t.head_forward_token) * per_gpu
+        seconds = 3.0 * model / (ctx.efficiency.value * ctx.peak)
+    else:
+        seconds = executed / (ctx.efficiency.value * ctx.peak)
+    forward = seconds * fwd / executed
+    backward = seconds - forward
+    gemm = seconds / executed  # seconds per matmul FLOP (before the element-wise passes)
+    if ctx.roofline:
+        model = ctx.scenario.model
+        f_bytes, b_bytes = elementwise_bytes(
+            hidden=model.hidden, heads=model.heads, seq_len=ctx.scenario.seq_len, tp=b.tp,
+            sequence_parallel=b.sequence_parallel, flash=ctx.scenario.options.flash_attention,
+            recompute=b.recompute)
+        rate = st.tokens[:, None] * st.layers / ctx.scenario.cluster.gpu.memory_bandwidth
+        forward = forward + rate * f_bytes[:, None]
+        backward = backward + rate * b_bytes[:, None]
+    return forward, backward, (forward + backward) / executed, gemm
+
+
+def _places(ctx, b):
+    g, order = ctx.links.gpus_per_node, ctx.scenario.options.rank_order
+    deg = {"tp": b.tp, "cp": b.cp, "ep": b.ep, "dp": b.dp, "pp": b.pp}
+    p = {k: group_placement(k, deg, g, order) for k in ("tp", "cp", "ep", "pp", "dp", "edp")}
+    hybrid = b.shard_node & (b.zero >= 1)
+    p["shard"], p["replica"] = shard_groups(p["dp"], hybrid, g)
+    p["eshard"], p["ereplica"] = shard_groups(p["edp"], hybrid, g)
+    return p
+
+
+def _lines(ctx, b, places):
+    links = ctx.links
+    L = {f"tp_{op}": collective_lines(op, places["tp"], links)
+         for op in ("all_reduce", "reduce_scatter", "all_gather")}
+    L["cp"] = collective_lines("send_recv", places["cp"], links)
+    L["ep"] = collective_lines("all_to_all", places["ep"], links)
+    L["pp"] = collective_lines("send_recv", places["pp"], links)
+    L["emb"] = collective_lines("all_reduce", places["pp"], links, ranks=np.where(b.pp >= 2, 2, 1))
+    L["dp_ar"] = collective_lines("all_reduce", places["dp"], links)
+    if ctx.flow is not None:  # the simulated fabric for a data-parallel group of every GPU
+        whole = places["dp"].size == ctx.scenario.cluster.gpus
+        L["dp_ar"].intercept[whole] = ctx.flow.fixed
+        L["dp_ar"].slope[whole] = ctx.flow.per_byte
+    for name in ("shard", "eshard"):
+        L[f"{name}_rs"] = collective_lines("reduce_scatter", places[name], links)
+        L[f"{name}_ag"] = collective_lines("all_gather", places[name], links)
+    L["edp_ar"] = collective_lines("all_reduce", places["edp"], links)
+    L["replica"] = collective_lines("all_reduce", places["replica"], links)
+    L["ereplica"] = collective_lines("all_reduce", places["ereplica"], links)
+    return L
+
+
+def _traffic(ctx, b, st, comp, params, places, L):
+    t, fwd_c, bwd_c, spf = ctx.terms, comp[0], comp[1], comp[2]
+    full = b.recompute == 2
+    element = activation_bytes(ctx.scenario.dtype)
+    per_rank = (st.tokens / b.tp)[:, None] * comp[3]  # seconds per FLOP-per-token of one GEMM
+    out = {"tp": tensor_traffic(
+        tokens=st.tokens, hidden=t.hidden, layers=st.layers, emb=st.emb, head=st.head,
+        full_recompute=full, sequence_parallel=b.sequence_parallel, lines_ar=L["tp_all_reduce"],
+        lines_rs=L["tp_reduce_scatter"], lines_ag=L["tp_all_gather"], fwd_compute=fwd_c,
+        bwd_compute=bwd_c, overlap=ctx.scenario.options.tp_comm_overlap, element=element,
+        wgrad_qkv=t.qkv_token * per_rank, wgrad_fc1=t.fc1_token * per_rank,
+        wgrad_head=t.head_forward_token * per_rank)}
+    block = kv_block_bytes(micro_batch=b.micro_batch, seq_len=ctx.scenario.seq_len, cp=b.cp, tp=b.tp,
+                           kv_heads=t.kv_heads, head_dim=t.head_dim, element=element)
+    attention = t.attention_core_token * st.tokens / b.tp * spf[:, 0]
+    out["cp"] = context_traffic(block_bytes=block, cp=b.cp, layers=st.layers, full_recompute=full,
+                                lines_p2p=L["cp"], attention_seconds=attention)
+    out["ep"] = expert_traffic(tokens=st.tokens, tp=b.tp, top_k=max(t.top_k, 1), hidden=t.hidden,
+                               layers=st.layers, full_recompute=full, lines_a2a=L["ep"],
+                               element=element)
+    out["pp"], out["ppgather"] = send_traffic(tokens=st.tokens, hidden=t.hidden, tp=b.tp, pp=b.pp,
+                             sequence_parallel=b.sequence_parallel, interleaved=b.interleaved,
+                             virtual_stages=b.virtual_stages, lines_p2p=L["pp"],
+                             lines_tp_ag=L["tp_all_gather"], element=element)
+    dense, expert, _ = params
+    z3 = (b.zero == 3)[:, None]
+    gather = pair_time(L["shard_ag"], dense * WEIGHT_BYTES, L["eshard_ag"], expert * WEIGHT_BYTES)
+    scatter = pair_time(L["shard_rs"], dense * ctx.grad_bytes, L["eshard_rs"], expert * ctx.grad_bytes)
+    shard = np.maximum(places["shard"].size, 1.0)[:, None]
+    scatter = scatter + np.where(dense > 0, line_time(L["replica"], dense * ctx.grad_bytes / shard), 0.0)
+    fe, be = zero3_exposed(gather, scatter, fwd_c, bwd_c, st.layers)
+    zero = lambda x: np.where(z3, x, 0.0)  # noqa: E731
+    out["zero3"] = Traffic(kind="zero3", op="all_gather", fwd=zero(gather), bwd=zero(gather + scatter),
+                           fwd_exposed=zero(fe), bwd_exposed=zero(be),
+                           bytes=zero((dense + expert) * (2 * WEIGHT_BYTES + ctx.grad_bytes)),
+                           calls=zero(3.0 * st.layers))
+    return out
+
+
+def run(ctx, b, *, detail: bool = False, memory_only: bool = False) -> BatchResult:
+    st = _structure(ctx, b)
+    places = _places(ctx, b)
+    params = _params(ctx, b, st)
+    mem = _memory(ctx, b, st, params, places)
+    if memory_only:
+        return _memory_result(ctx, b, st, mem)
+    comp = _compute(ctx, b, st)
+    L = _lines(ctx, b, places)
+    traffic = _traffic(ctx, b, st, comp, params, places, L)
+    fwd_k = comp[0] + sum(tr.fwd_exposed for tr in traffic.values())
+    bwd_k = comp[1] + sum(tr.bwd_exposed for tr in traffic.values())
+    pipe, bubble, crit = pipeline_time(fwd_k + bwd_k, st.counts, st.m, b.virtual_stages, b.interleaved)
+
+    tail = gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, detail=detail)
+
+    return assemble(ctx, b, st, comp, params, traffic, mem, pipe, bubble, crit, tail, places,
+                    detail=detail)
+
+
+def _memory(ctx, b, st, params, places):
+    dense, expert, layer = params
+    flight = in_flight(b.pp, st.m, b.gpipe, b.interleaved, b.virtual_stages)
+    return stage_memory(scenario=ctx.scenario, batch=b, convention=ctx.convention,
+                        params_dense=dense, params_expert=expert, shard_dense=places["shard"].size,
+                        shard_expert=places["eshard"].size, layers=st.layers, emb=st.emb,
+                        head=st.head, in_flight=flight, layer_params=layer)
+
+
+def _memory_result(ctx, b, st, mem):
+    total = np.where(st.active, mem.total, -np.inf)
+    column = np.argmax(total, axis=-1)
+    nan = np.full(len(b), np.nan)
+    return BatchResult(step_time=nan, data_loading=nan, forward=nan, backward=nan,
+                       overlap_slowdown=nan, exposed_comms=nan, optimizer=nan, bubble=nan,
+                       compute=nan, comms=nan, model_flops=nan, executed_flops=nan,
+                       tokens_per_step=nan, memory=mem, memory_column=column, critical=column,
+                       counts=st.counts, detail={"capacity": ctx.scenario.cluster.gpu.memory,
+                                                 "peak": ctx.peak, "memory_limit":
+                                                 ctx.scenario.memory_fraction
+                                                 * ctx.scenario.cluster.gpu.memory})
+
+
+def evaluate(scenario, batch: PlanBatch, *, context: Context | None = None, detail: bool = False,
+             memory_only: bool = False) -> BatchResult:
+    """Evaluate every plan of ``batch`` on ``scenario`` (its own plan is ignored)."""
+    return run(context or make_context(scenario), batch, detail=detail, memory_only=memory_only)
+
+
+#: the public name of :func:`evaluate`
+evaluate_plans = evaluate

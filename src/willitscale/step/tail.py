@@ -1,0 +1,130 @@
+"""What runs after each stage's last backward: the gradient buckets, ZeRO's extras, the
+tied-embedding all-reduce, and how much of that the pipeline drain hides.
+
+In 1F1B the first stage finishes its last backward last; stage ``k`` finishes earlier by the
+backward times of the stages before it (the gradient travels back through them), so its
+gradient synchronisation has that much slack. The step's tail is the largest, over stages, of
+``exposed buckets + tied-embedding all-reduce - slack`` (never negative). Megatron-LM keeps a
+tied LM head's copy of the token embedding on the last stage and all-reduces the two copies'
+gradients between the first and last stages after the data-parallel reduction
+(``finalize_model_grads``): ``V x h / tp`` gradients over 2 ranks, over the link the pipeline
+crosses.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from willitscale.collectives.lines import line_time, pair_time, select_lines, take_lines
+from willitscale.memory.state import WEIGHT_BYTES
+from willitscale.step.buckets import comm_schedule
+from willitscale.step.data import bucket_tail, stage_buckets
+from willitscale.step.sharding import param_gather_exposed
+
+__all__ = ["gradient_tail", "expert_share"]
+
+
+def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
+    sc = ctx.scenario
+    n = len(b)
+    total, exposed, stretch = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3))
+    sync = select_lines(b.zero == 0, L["dp_ar"], L["shard_rs"])
+    esync = select_lines(b.zero == 0, L["edp_ar"], L["eshard_rs"])
+    hybrid = b.shard_node & (b.zero >= 1)
+    measured = sc.measured.allreduce_time
+    schedule, experts = {}, {}
+    for k in range(3):
+        col = np.nonzero(st.active[:, k] & (b.zero < 3))[0]
+        if col.size == 0:
+            continue
+        keys = np.stack([st.layers[col, k], st.emb[col, k], st.head[col, k], st.copy[col, k],
+                         b.tp[col], b.ep[col], b.recompute[col],
+                         (b.zero[col] == 0) & (measured is not None)], axis=1).astype(np.int64)
+        for key, rows in _groups(keys, col):
+            d, e, frac, counts = stage_buckets(
+                sc.model, sc.seq_len, sc.options.flash_attention, tuple(int(x) for x in key[:7]),
+                float(params[0][rows[0], k]), ctx.grad_bytes, sc.ddp.first_bucket, sc.ddp.bucket_cap)
+            meas = (measured, sc.measured.allreduce_size or float(np.sum(d + e))) if key[7] else None
+            any_hybrid = bool(np.any(hybrid[rows]))
+            out = bucket_tail(
+                dense_bytes=d, expert_bytes=e, ready_fraction=frac, backward=bwd_k[rows, k],
+                overlap=sc.ddp.overlap, dense_lines=take_lines(sync, rows),
+                expert_lines=take_lines(esync, rows),
+                replica_lines=take_lines(L["replica"], rows) if any_hybrid else None,
+                shard=np.maximum(shard[rows], 1.0), measured=meas,
+                schedule=detail and rows[0] == 0, slowdown=sc.ddp.overlap_slowdown, counts=counts)
+            total[rows, k], exposed[rows, k], stretch[rows, k] = out[0], out[1], out[2]
+            if len(out) == 6:
+                schedule[k] = (d + e, out[3][0], out[4][0], counts, out[2][0])
+                experts[k] = expert_share(out[3][0], out[4][0], out[5][0],
+                                          float(bwd_k[rows[0], k] + out[2][0]))
+    return total, exposed, stretch, schedule, experts
+
+
+def expert_share(ready, duration, expert_duration, end_of_backward: float) -> tuple[float, float]:
+    """``(time, exposed)`` fractions of one stage's bucket schedule that are the expert groups'
+    collectives: buckets run one after another on one stream from when they are ready
+    (:func:`~.buckets.comm_schedule`), a bucket's exposed part is what runs after the backward
+    ends, split within the bucket by time. The report shows the experts' gradient sync in its
+    own row, over its own group."""
+
+    duration = np.asarray(duration, dtype=float)
+    start, end = comm_schedule(ready, duration)
+    late = np.maximum(0.0, end - np.maximum(start, end_of_backward))
+    share = np.divide(np.asarray(expert_duration, dtype=float), duration,
+                      out=np.zeros_like(duration), where=duration > 0)
+    total, exposed = float(np.sum(duration)), float(np.sum(late))
+    return (float(np.sum(expert_duration)) / total if total > 0 else 0.0,
+            float(np.sum(late * share)) / exposed if exposed > 0 else 0.0)
+
+
+def _groups(keys, rows):
+    """``(key, rows)`` for each distinct key row: one integer code per row, sorted once."""
+    code = keys[:, 0].astype(np.int64)
+    for j, radix in enumerate((2, 2, 2, 1 << 12, 1 << 12, 4, 2), start=1):
+        code = code * radix + keys[:, j]
+    order = np.argsort(code, kind="stable")
+    sorted_code = code[order]
+    starts = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
+    ends = np.r_[starts[1:], len(order)]
+    for a, z in zip(starts, ends):
+        members = order[a:z]
+        yield keys[members[0]], rows[members]
+
+
+def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *, detail: bool = False):
+    total, exposed, stretch, schedule, experts = _bucket_rows(ctx, b, st, params, L, bwd_k,
+                                                              places["shard"].size, detail)
+    m = st.m[:, None]
+    z2 = (b.zero == 2)[:, None]
+    extra = np.where(z2, (m - 1) * np.maximum(0.0, total - bwd_k), 0.0)
+    earlier = np.where(z2, (m - 1) * np.minimum(total, bwd_k), 0.0)  # ZeRO-2: earlier micro-batches
+    hidden = total - exposed + earlier
+    # the last backward stretched by its own overlap (gradsync.bucket_tail), plus s x what ZeRO-2's
+    # earlier reduce-scatters hide
+    slowdown = stretch + (ctx.scenario.ddp.overlap_slowdown * earlier if ctx.scenario.ddp.overlap
+                          else 0.0)
+    t = ctx.terms
+    emb_bytes = t.token_embedding / b.tp * ctx.grad_bytes
+    tied = (b.pp >= 2) & t.tied & t.has_shape
+    emb_ar = np.where(tied, line_time(L["emb"], emb_bytes), 0.0)
+    p = b.pp.astype(float)
+    slack = np.stack([0.0 * p, bwd_k[:, 0], bwd_k[:, 0] + np.maximum(p - 2, 0.0) * bwd_k[:, 1]], axis=-1)
+    ends = exposed + emb_ar[:, None] * np.array([1.0, 0.0, 1.0]) - slack
+    ends = np.where(st.active, ends, -np.inf)
+    tail_col = np.argmax(ends, axis=-1)
+    tail = np.maximum(0.0, np.take_along_axis(ends, tail_col[:, None], axis=-1)[:, 0])
+    dense, expert, _ = params
+    ag = pair_time(L["shard_ag"], dense * WEIGHT_BYTES, L["eshard_ag"], expert * WEIGHT_BYTES)
+    ag_exp = np.where(((b.zero == 1) | (b.zero == 2))[:, None],
+                      param_gather_exposed(ag, fwd_k, st.layers), 0.0)
+    ag_exp = np.where(st.active, ag_exp, 0.0)
+    ag_col = np.argmax(ag_exp, axis=-1)
+    zero12 = (b.zero == 1) | (b.zero == 2)
+    return SimpleNamespace(
+        total=total, exposed=exposed, hidden=hidden, slowdown=slowdown,
+        extra=np.max(np.where(st.active, extra, 0.0), -1), tail=tail, tail_col=tail_col,
+        emb_ar=emb_ar, ag_total=np.where(zero12, np.take_along_axis(ag, ag_col[:, None], -1)[:, 0], 0.0),
+        ag_exposed=np.max(ag_exp, axis=-1), schedule=schedule, experts=experts)
