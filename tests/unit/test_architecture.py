@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("step",),
     ("estimation",),
     ("plan",),
-    ("validation", "results"),
+    ("validation", "results", "sweep"),
     ("bench",),
     ("calibrate",),
     ("report",),

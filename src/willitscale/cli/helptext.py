@@ -35,6 +35,8 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("collective", "how long one collective takes under each algorithm; its algbw and busbw"),
         ("fabric", "what traffic really gets on a shared fabric: link loads, ECMP collisions, "
                    "incast"),
+        ("sweep", "a grid of fabric simulations or estimates on every core or a Ray cluster, to "
+                  "CSV or Parquet, resumable"),
     )),
     ("Measure, calibrate, validate", (
         ("bench", "what this cluster achieves: collective busbw, matmul FLOP/s, a DDP step"),
