@@ -1,0 +1,207 @@
+"""willitscale sweep: grid files, their errors, resuming, workers, Parquet and the optional extras."""
+
+from __future__ import annotations
+
+import csv
+import sys
+
+import pytest
+
+from willitscale.errors import ConfigError, MissingDependency
+from willitscale.sweep.grid import load_grid, parse_grid, parse_seeds
+from willitscale.sweep.output import open_rows
+from willitscale.sweep.runner import columns_of, run_sweep
+
+#: a small fabric grid: 2 x 2 settings x 2 seeds = 8 points, each a 16-GPU fat-tree (k = 4)
+SMALL = {
+    "kind": "fabric", "seeds": "1-2",
+    "fixed": {"topology": "fat-tree", "k": 4, "gpus_per_node": 4, "collective": "all_reduce", "size": "8MB"},
+    "grid": {"oversubscription": [1, 2], "routing": ["ecmp", "spray"]},
+}
+
+
+def _message(data) -> str:
+    with pytest.raises(ConfigError) as exc:
+        parse_grid(data)
+    return str(exc.value)
+
+
+# ------------------------------------------------------------------ the grid file
+def test_grid_is_every_combination_times_every_seed():
+    grid = parse_grid(SMALL)
+    combos = {(p.settings["oversubscription"], p.settings["routing"], p.seed) for p in grid.points}
+    # 2 oversubscriptions x 2 routings x 2 seeds, each once
+    assert combos == {(o, r, s) for o in (1, 2) for r in ("ecmp", "spray") for s in (1, 2)}
+    assert len(grid.points) == 8 and len({p.key for p in grid.points}) == 8
+    assert all(p.settings["k"] == 4 for p in grid.points)  # [fixed] reaches every point
+    assert columns_of(grid)[:2] == ("point", "seed")
+
+
+def test_listed_points_combine_with_the_grid_and_override_fixed():
+    data = {**SMALL, "points": [{"k": 4}, {"k": 8, "gpus_per_node": 8}]}
+    grid = parse_grid(data)
+    assert len(grid.points) == 2 * 8  # each listed point x every grid combination x seeds
+    assert {p.settings["gpus_per_node"] for p in grid.points if p.settings["k"] == 8} == {8}
+
+
+def test_seeds_flag_overrides_the_file():
+    assert {p.seed for p in parse_grid(SMALL, seeds=(7,)).points} == {7}
+    assert parse_seeds("1-3,9") == (1, 2, 3, 9)
+    assert parse_seeds([4, 2]) == (4, 2)
+
+
+@pytest.mark.parametrize("data, where, value", [
+    ({**SMALL, "grid": {"routing": ["ecmp", "spry"]}}, "grid.routing[1]", "'spry'"),
+    ({**SMALL, "fixed": {**SMALL["fixed"], "k": "four"}}, "fixed.k", "'four'"),
+    ({**SMALL, "fixed": {**SMALL["fixed"], "size": "8"}}, "fixed.size", "'8'"),
+    ({**SMALL, "grid": {"oversubscription": [1, -2]}}, "grid.oversubscription[1]", "-2"),
+    ({**SMALL, "grid": {"oversubscription": 2}}, "grid.oversubscription", "2"),
+    ({**SMALL, "grid": {"oversubscription": []}}, "grid.oversubscription", "[]"),
+    ({**SMALL, "points": [{"nodez": 4}]}, "points[0].nodez", "4"),
+    ({**SMALL, "seeds": "5-1"}, "seeds", "'5-1'"),
+    ({**SMALL, "kind": "fabrik"}, "kind", "'fabrik'"),
+    ({**SMALL, "griid": {}}, "griid", "{}"),
+    ({"kind": "estimate", "grid": {"tp": [1, "two"]}}, "grid.tp[1]", "'two'"),
+    ({"kind": "estimate", "fixed": {"modle": "gpt2"}}, "fixed.modle", "'gpt2'"),
+    ({"kind": "estimate", "seeds": "1-3", "fixed": {"model": "gpt2"}}, "seeds", "'1,2,3'"),
+])
+def test_grid_errors_name_the_field_and_the_value(data, where, value):
+    message = _message(data)
+    assert f"{where} = {value}" in message, message
+
+
+def test_unknown_setting_suggests_the_closest():
+    assert "did you mean nodes" in _message({**SMALL, "points": [{"nodez": 4}]})
+
+
+def test_grid_file_errors_name_the_file(tmp_path):
+    path = tmp_path / "grid.toml"
+    path.write_text('kind = "fabric"\n[grid]\nrouting = ["ecmp", "spry"]\n')
+    with pytest.raises(ConfigError, match=r"grid\.toml: grid\.routing\[1\] = 'spry'"):
+        load_grid(path)
+
+
+# ------------------------------------------------------------------ running, resuming
+def _rows(path) -> list[list[str]]:
+    with open(path, newline="") as f:
+        return list(csv.reader(f))
+
+
+def _run(path, grid, **kw):
+    return run_sweep(grid, open_rows(path, columns_of(grid)), **kw)
+
+
+def test_point_that_cannot_run_is_a_finished_row_with_its_reason(tmp_path):
+    # a 16-GPU fat-tree cannot hold tp 8 x dp 4 = 32 ranks: the step's layout says so
+    grid = parse_grid({"kind": "fabric", "fixed": {**SMALL["fixed"], "traffic": "step", "tp": 8, "dp": 4,
+                                                   "dp_bytes": "1MB"}})
+    summary = _run(tmp_path / "out.csv", grid)
+    header, row = _rows(tmp_path / "out.csv")
+    assert summary.errors == 1 and row[header.index("completion_time_s")] == ""
+    assert "32" in row[header.index("error")]
+
+
+def test_resume_after_interruption_keeps_finished_rows_and_gives_the_uninterrupted_file(tmp_path):
+    grid = parse_grid(SMALL)
+    whole = tmp_path / "whole.csv"
+    _run(whole, grid)
+    part = tmp_path / "part.csv"
+    seen = []
+
+    def interrupt_after_three(row):
+        seen.append(row["point"])
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _run(part, grid, on_row=interrupt_after_three)
+    kept = _rows(part)
+    assert [r[0] for r in kept[1:]] == seen  # every finished point is in the file, nothing else
+    with open(part, "a") as f:  # a kill in the middle of writing a row leaves half a line
+        f.write(kept[1][0][:5] + "deadbeef,1,all_re")
+    summary = _run(part, grid)
+    assert (summary.skipped, summary.ran) == (3, 5)
+    assert part.read_bytes() == whole.read_bytes()  # same rows, grid order
+    again = _run(part, grid)
+    assert (again.skipped, again.ran) == (8, 0)
+
+
+def test_one_worker_and_two_workers_give_identical_rows(tmp_path):
+    grid = parse_grid(SMALL)
+    _run(tmp_path / "one.csv", grid, workers=1)
+    _run(tmp_path / "two.csv", grid, workers=2)
+    assert (tmp_path / "one.csv").read_bytes() == (tmp_path / "two.csv").read_bytes()
+    rows = _rows(tmp_path / "one.csv")
+    assert len(rows) == 1 + 8 and all(r[-1] == "" for r in rows[1:])  # no errors
+
+
+def test_output_of_another_grid_is_refused(tmp_path):
+    out = tmp_path / "out.csv"
+    _run(out, parse_grid(SMALL))
+    other = parse_grid({**SMALL, "grid": {"routing": ["ecmp"]}, "fixed": {**SMALL["fixed"], "nodes": 4}})
+    with pytest.raises(ConfigError, match="--out"):
+        open_rows(out, columns_of(other))
+
+
+def test_output_must_be_csv_or_parquet(tmp_path):
+    with pytest.raises(ConfigError, match=r"\.csv or \.parquet"):
+        open_rows(tmp_path / "out.json", ("point",))
+
+
+def test_estimate_grid_rows(tmp_path):
+    # gpt2 on 1 to 2 nodes of 8 A100: the rows are the estimate's own numbers
+    from willitscale.estimation.estimate import estimate
+    from willitscale.scenario.build import build_scenario
+
+    grid = parse_grid({"kind": "estimate", "fixed": {"model": "gpt2", "gpu": "a100-80gb", "gpus_per_node": 8,
+                                                     "micro_batch": 4}, "grid": {"nodes": [1, 2]}})
+    _run(tmp_path / "est.csv", grid)
+    header, *rows = _rows(tmp_path / "est.csv")
+    for row in rows:
+        nodes = int(row[header.index("nodes")])
+        want = estimate(build_scenario({"model": "gpt2", "gpu": "a100-80gb", "gpus_per_node": 8,
+                                        "micro_batch": 4, "nodes": nodes}))
+        assert float(row[header.index("step_time_s")]) == want.step_time
+        assert float(row[header.index("mfu")]) == want.mfu
+
+
+# ------------------------------------------------------------------ the optional extras
+def test_parquet_resume_and_same_rows_as_csv(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    grid = parse_grid(SMALL)
+    _run(tmp_path / "rows.csv", grid)
+    out = tmp_path / "rows.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        _run(out, grid, on_row=lambda row: (_ for _ in ()).throw(KeyboardInterrupt))
+    assert pq.read_table(out).num_rows == 1  # the finished point was kept
+    assert _run(out, grid).skipped == 1
+    table = pq.read_table(out).to_pylist()
+    header, *rows = _rows(tmp_path / "rows.csv")
+    assert [r["point"] for r in table] == [r[0] for r in rows]
+    at = header.index("completion_time_s")
+    assert [r["completion_time_s"] for r in table] == [float(r[at]) for r in rows]
+
+
+def test_parquet_without_pyarrow_says_which_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(MissingDependency, match=r"willitscale\[parquet\]"):
+        open_rows(tmp_path / "out.parquet", ("point",))
+
+
+def test_ray_without_ray_says_which_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(MissingDependency, match=r"willitscale\[ray\]"):
+        _run(tmp_path / "out.csv", parse_grid(SMALL), ray_address="127.0.0.1:1")
+
+
+def test_cli_sweep_writes_and_resumes(cli, tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text('kind = "fabric"\nseeds = [1]\n[fixed]\ntopology = "fat-tree"\nk = 4\ngpus_per_node = 4\n'
+                    'size = "8MB"\n[grid]\nrouting = ["ecmp", "spray"]\n')
+    out = tmp_path / "out.csv"
+    code, _, err = cli("sweep", str(grid), "--out", str(out), "--workers", "1")
+    assert code == 0 and "2 points run" in err
+    code, _, err = cli("sweep", str(grid), "--out", str(out), "--workers", "1")
+    assert code == 0 and "2 skipped" in err
+    code, _, err = cli("sweep", str(grid), "--out", str(out), "--workers", "0")
+    assert code == 2 and "--workers = 0" in err
