@@ -19,5 +19,6 @@ fi
 python3 -m venv .venv
 # torch 2.13.0 is the CPU build this machine keeps on disk; other versions download gigabytes.
 .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
-.venv/bin/pip install -q --disable-pip-version-check -e '.[test,plot]'
+# parquet and ray: the optional extras of `willitscale sweep` (tests/unit/test_sweep*.py)
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test,plot,parquet,ray]'
 exec .venv/bin/python -m pytest "$@"
