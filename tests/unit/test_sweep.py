@@ -205,3 +205,32 @@ def test_cli_sweep_writes_and_resumes(cli, tmp_path):
     assert code == 0 and "2 skipped" in err
     code, _, err = cli("sweep", str(grid), "--out", str(out), "--workers", "0")
     assert code == 2 and "--workers = 0" in err
+
+
+def test_sigterm_keeps_every_finished_row_and_a_rerun_finishes(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    grid = tmp_path / "grid.toml"
+    # 24 points of a 32-server rail-optimized fabric: long enough to be stopped half way
+    grid.write_text('kind = "fabric"\nseeds = "1-12"\n[fixed]\nnodes = 32\nsize = "64MB"\n'
+                    '[grid]\nrouting = ["ecmp", "adaptive"]\n')
+    out = tmp_path / "out.csv"
+    argv = [sys.executable, "-m", "willitscale", "sweep", str(grid), "--out", str(out), "--workers", "2",
+            "--no-progress"]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 3):
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    kept = _rows(out)
+    assert 3 <= len(kept) < 1 + 24 and all(len(r) == len(kept[0]) for r in kept)
+    assert "run the same command again" in err
+    rerun = subprocess.run(argv, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert rerun.returncode == 0 and f"{len(kept) - 1} skipped" in rerun.stderr
+    rows = _rows(out)
+    assert len(rows) == 1 + 24 and {r[0] for r in kept[1:]} <= {r[0] for r in rows[1:]}
