@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from willitscale.fabric.maxmin import entries_of
+from willitscale.fabric.maxmin import run_lengths, entries_of
 from willitscale.fabric.maxmin_incremental import IncrementalMaxMin
 
 __all__ = ["Block", "InFlight"]
@@ -113,7 +113,7 @@ class InFlight:
 
     def finish_until(self, t: float) -> None:
         """Finish every flow done by time ``t`` (to ``DONE_TOL`` of its bytes)."""
-        rows = np.flatnonzero(self.due <= t)  # due: when less than DONE_TOL of the bytes is left
+        rows = (self.due <= t).nonzero()[0]  # due: when less than DONE_TOL of the bytes is left
         if not rows.size:
             return
         self.pool.finish(rows)
@@ -121,8 +121,11 @@ class InFlight:
         np.subtract.at(self.count, self.pool.indices[entries_of(self.pool.indptr, rows)], 1)
         lat = self.latency[rows]
         owner = self.owner[rows]  # ascending: a block's rows are consecutive, in order of start
-        starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-        for k, n, slowest in zip(owner[starts].tolist(), np.diff(np.r_[starts, rows.size]).tolist(),
+        if owner[0] == owner[-1]:  # one block (the usual case)
+            starts = np.zeros(1, dtype=np.int64)
+        else:
+            starts = np.concatenate(([0], (owner[1:] != owner[:-1]).nonzero()[0] + 1))
+        for k, n, slowest in zip(owner[starts].tolist(), run_lengths(starts, rows.size).tolist(),
                                  np.maximum.reduceat(lat, starts).tolist()):
             b = self._block[k]
             b.left -= n

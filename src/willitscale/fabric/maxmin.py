@@ -42,13 +42,26 @@ _TIE = 1e-12
 
 def entries_of(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Positions in a CSR ``indices``/``data`` array of the entries of ``rows``, row by row."""
+    # ndarray methods, not np.* functions: this runs a few times per simulated event, on small
+    # arrays, where numpy's function wrappers cost as much as the work
     starts = indptr[rows]
     counts = indptr[rows + 1] - starts
-    total = int(counts.sum())
+    if counts.size == 1:
+        first = int(starts[0])
+        return np.arange(first, first + int(counts[0]))
+    ends = counts.cumsum()
+    total = int(ends[-1]) if ends.size else 0
     if total == 0:
         return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    return np.arange(total) + np.repeat(starts - (ends - counts), counts)
+    return np.arange(total) + (starts - ends + counts).repeat(counts)
+
+
+def run_lengths(starts: np.ndarray, n: int) -> np.ndarray:
+    """Lengths of the runs of ``n`` entries that begin at ``starts`` (ascending, from 0)."""
+    counts = np.empty_like(starts)
+    np.subtract(starts[1:], starts[:-1], out=counts[:-1])
+    counts[-1] = n - starts[-1]
+    return counts
 
 
 def progressive_filling(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
@@ -72,8 +85,11 @@ def progressive_filling(indptr: np.ndarray, indices: np.ndarray, data: np.ndarra
     blocked = np.zeros(m, dtype=bool)
     while flow.size:
         level = fill[link]
-        starts = np.flatnonzero(np.r_[True, flow[1:] != flow[:-1]])
-        counts = np.diff(np.r_[starts, flow.size])
+        change = np.empty(flow.size, dtype=bool)
+        change[0] = True
+        np.not_equal(flow[1:], flow[:-1], out=change[1:])
+        starts = change.nonzero()[0]
+        counts = run_lengths(starts, flow.size)
         lowest = np.minimum.reduceat(level, starts)  # per unfrozen flow: its lowest link's level
         lowest_e = np.repeat(lowest, counts)
         blocked[:] = False  # a link with a neighbour filling lower is not a local minimum
