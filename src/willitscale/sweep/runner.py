@@ -102,21 +102,25 @@ def _on_ray(kind: str, todo: Sequence[Point], address: str, lost: list[Point]) -
             ray.init(address=address, logging_level="ERROR", log_to_driver=False)
         except (ConnectionError, ValueError, RuntimeError) as exc:
             raise ConfigError("--ray", address, f"the address of a running Ray cluster ({exc})") from None
+    pending: dict = {}
     try:
         remote = ray.remote(max_retries=3)(_rows_of_batch)
-        batches = [list(todo[i:i + RAY_BATCH]) for i in range(0, len(todo), RAY_BATCH)]
-        pending = {remote.remote(kind, b): b for b in batches}
+        for i in range(0, len(todo), RAY_BATCH):
+            batch = list(todo[i:i + RAY_BATCH])
+            pending[remote.remote(kind, batch)] = batch
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             batch = pending.pop(done[0])
             try:
                 rows = ray.get(done[0])
-            except ray.exceptions.RayError:  # a worker lost beyond Ray's retries: rerun later
+            except ray.exceptions.RayTaskError:  # the point's own code failed: a bug, not a lost worker
+                raise
+            except ray.exceptions.RayError:  # a worker or node lost beyond Ray's retries: rerun later
                 lost.extend(batch)
                 continue
             yield from rows
     finally:
-        for ref in list(locals().get("pending", {})):
+        for ref in pending:
             ray.cancel(ref, force=True)
         if started_here:
             ray.shutdown()
