@@ -234,3 +234,24 @@ def test_sigterm_keeps_every_finished_row_and_a_rerun_finishes(tmp_path):
     assert rerun.returncode == 0 and f"{len(kept) - 1} skipped" in rerun.stderr
     rows = _rows(out)
     assert len(rows) == 1 + 24 and {r[0] for r in kept[1:]} <= {r[0] for r in rows[1:]}
+
+
+def test_ctrl_c_on_the_process_group_stops_workers_quietly_and_keeps_rows(tmp_path, terminal):
+    import subprocess
+    import time
+
+    grid = tmp_path / "grid.toml"
+    grid.write_text('kind = "fabric"\nseeds = "1-12"\n[fixed]\nnodes = 32\nsize = "64MB"\n'
+                    '[grid]\nrouting = ["ecmp", "adaptive"]\n')
+    out = tmp_path / "out.csv"
+    proc = terminal([sys.executable, "-m", "willitscale", "sweep", str(grid), "--out", str(out), "--workers", "2",
+                     "--no-progress"], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 3):
+        time.sleep(0.05)
+    terminal.ctrl_c(proc)  # the whole group, workers included, as a terminal does
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err  # the workers ignore SIGINT and are stopped by the parent
+    kept = _rows(out)
+    assert 3 <= len(kept) < 1 + 24 and all(len(r) == len(kept[0]) for r in kept)
