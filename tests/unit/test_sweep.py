@@ -255,3 +255,29 @@ def test_ctrl_c_on_the_process_group_stops_workers_quietly_and_keeps_rows(tmp_pa
     assert "Traceback" not in err  # the workers ignore SIGINT and are stopped by the parent
     kept = _rows(out)
     assert 3 <= len(kept) < 1 + 24 and all(len(r) == len(kept[0]) for r in kept)
+
+
+def test_fabric_rows_are_the_simulators_numbers(tmp_path):
+    # a step and a collective on a 12-GPU fat-tree (k = 4, 4 GPUs per server, 4:1 at the spine),
+    # each computed again here through the fabric API with the same seed
+    from willitscale.fabric.collective import simulate_collective
+    from willitscale.fabric.simulator import simulate
+    from willitscale.fabric.step import ParallelLayout, StepComm, step_traffic
+    from willitscale.topology import build_topology, parse_routing
+
+    fixed = {"topology": "fat-tree", "k": 4, "gpus_per_node": 4, "oversubscription": 4}
+    grid = parse_grid({"kind": "fabric", "seeds": [3], "fixed": fixed, "points": [
+        {"traffic": "step", "tp": 4, "dp": 3, "tp_bytes": "8MB", "dp_bytes": "64MB"},
+        {"collective": "all_gather", "size": "32MB"}]})
+    _run(tmp_path / "out.csv", grid)
+    header, step_row, coll_row = _rows(tmp_path / "out.csv")
+    topo = build_topology("fat-tree", k=4, gpus_per_node=4, oversubscription=4)
+    routing = parse_routing("ecmp", seed=3)
+    step = simulate(topo, step_traffic(topo, ParallelLayout(tp=4, dp=3), StepComm(tp_bytes=8e6, tp_count=1,
+                                                                                    dp_bytes=64e6)), routing)
+    coll = simulate_collective(topo, "all_gather", 32e6, routing=routing)
+    at = header.index("completion_time_s")
+    assert step_row[-1] == coll_row[-1] == ""  # no error
+    assert float(step_row[at]) == step.completion_time
+    assert float(coll_row[at]) == coll.completion_time
+    assert float(coll_row[header.index("busbw_GBps")]) == coll.busbw / 1e9
