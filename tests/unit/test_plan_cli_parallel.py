@@ -47,7 +47,7 @@ def test_the_verdict_says_the_batch_must_split_before_a_change_that_fits(cli):
     code, out, _ = cli(*ESTIMATE, "--tp", "1", "--pp", "1", "--dp", "1024", "--json")
     message = json.loads(out)["message"]
     batch = message.index("not a multiple of micro_batch x dp = 1 x 1024")
-    fits = message.index("--zero 3 would need")
+    fits = message.index("--zero 3 (--framework fsdp) would need")
     assert code == 1 and batch < message.index("With a global batch that splits") < fits
 
 

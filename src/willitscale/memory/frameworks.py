@@ -58,6 +58,7 @@ import numpy as np
 from willitscale.errors import ConfigError
 
 __all__ = ["FRAMEWORKS", "FRAMEWORK_STAGES", "SOURCES", "StateBytes", "framework_index",
+           "convention_table", "layout_text",
            "implied_framework", "check_framework_stage", "state_bytes_table"]
 
 FRAMEWORKS = ("megatron", "fsdp", "deepspeed", "ddp")
@@ -174,3 +175,34 @@ def state_bytes_table(dtype: str, grad_bytes: float) -> StateBytes:
     table[DDP, 0] = _ddp()
     return StateBytes(weights=table[:, :, 0], gradients=table[:, :, 1], master=table[:, :, 2],
                       optimizer=table[:, :, 3])
+
+
+def _sharded_parts(framework: int, zero: int) -> tuple[bool, bool, bool, bool]:
+    """Which of (weights, gradients, master, optimizer) a framework's stage shards."""
+    if framework == FSDP:
+        return True, True, True, True
+    return zero >= 3, zero >= 2, zero >= 1, zero >= 1
+
+
+def convention_table(weights: float, gradients: float, master: float, optimizer: float) -> StateBytes:
+    """A :class:`StateBytes` from a convention's bytes per parameter (``--memory-convention``),
+    each part sharded where the framework's stage shards it."""
+    table = np.full((len(FRAMEWORKS), 4, 4, 2), np.nan)
+    parts = (weights, gradients, master, optimizer)
+    for name, stages in FRAMEWORK_STAGES.items():
+        fw = FRAMEWORKS.index(name)
+        for z in stages:
+            flags = _sharded_parts(fw, z)
+            table[fw, z] = [(0.0, b) if f else (b, 0.0) for b, f in zip(parts, flags)]
+    return StateBytes(weights=table[:, :, 0], gradients=table[:, :, 1], master=table[:, :, 2],
+                      optimizer=table[:, :, 3])
+
+
+def layout_text(framework: str, zero: int, table: StateBytes) -> str:
+    """The bytes per parameter of one framework stage, e.g. ``"6 + 12/d B/param"``."""
+    fw, parts = FRAMEWORKS.index(framework), (table.weights, table.gradients, table.master,
+                                              table.optimizer)
+    rep = sum(float(p[fw, zero, 0]) for p in parts)
+    sh = sum(float(p[fw, zero, 1]) for p in parts)
+    terms = ([f"{rep:g}"] if rep else []) + ([f"{sh:g}/d"] if sh else [])
+    return " + ".join(terms or ["0"]) + " B/param"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from willitscale.memory.frameworks import FRAMEWORKS, implied_framework
 from willitscale.scenario.plan import PP_SCHEDULES, RECOMPUTE, Plan
 
 __all__ = ["PlanBatch"]
@@ -37,6 +38,7 @@ class PlanBatch:
     schedule: np.ndarray  #: index into PP_SCHEDULES (0 gpipe, 1 1f1b, 2 interleaved)
     sequence_parallel: np.ndarray  #: bool
     shard_node: np.ndarray  #: bool: ZeRO shards within a node (hybrid)
+    framework: np.ndarray  #: index into FRAMEWORKS (megatron, fsdp, deepspeed, ddp)
 
     def __len__(self) -> int:
         return int(self.dp.shape[0])
@@ -49,11 +51,14 @@ class PlanBatch:
         data["schedule"] = np.array([PP_SCHEDULES.index(p.pp_schedule) for p in plans], dtype=np.int64)
         data["sequence_parallel"] = np.array([p.sequence_parallel for p in plans], dtype=bool)
         data["shard_node"] = np.array([p.shard_scope == "node" for p in plans], dtype=bool)
+        data["framework"] = np.array([FRAMEWORKS.index(p.resolved_framework) for p in plans],
+                                     dtype=np.int64)
         return cls(**data)
 
     @classmethod
     def from_arrays(cls, **arrays) -> PlanBatch:
-        """From arrays (or scalars broadcast against them); missing fields take Plan's defaults."""
+        """From arrays (or scalars broadcast against them); missing fields take Plan's defaults
+        (the framework: what each plan implies)."""
         defaults = {"dp": 1, "tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero": 0, "micro_batch": 1,
                     "grad_accum": 1, "virtual_stages": 1, "recompute": 0, "schedule": 1,
                     "sequence_parallel": False, "shard_node": False}
@@ -63,6 +68,13 @@ class PlanBatch:
         for (k, _), arr in zip(values.items(), shaped):
             dtype = bool if k in ("sequence_parallel", "shard_node") else np.int64
             out[k] = np.ascontiguousarray(arr, dtype=dtype).reshape(-1)
+        given = arrays.get("framework")
+        if given is None:
+            mp = (out["tp"] > 1) | (out["pp"] > 1) | (out["cp"] > 1) | (out["ep"] > 1)
+            out["framework"] = implied_framework(out["zero"], mp)
+        else:
+            out["framework"] = np.ascontiguousarray(np.broadcast_to(given, out["dp"].shape),
+                                                    dtype=np.int64)
         return cls(**out)
 
     def take(self, index) -> PlanBatch:
@@ -75,7 +87,8 @@ class PlanBatch:
                     recompute=RECOMPUTE[int(self.recompute[i])],
                     pp_schedule=PP_SCHEDULES[int(self.schedule[i])],
                     sequence_parallel=bool(self.sequence_parallel[i]),
-                    shard_scope="node" if self.shard_node[i] else "dp")
+                    shard_scope="node" if self.shard_node[i] else "dp",
+                    framework=FRAMEWORKS[int(self.framework[i])])
 
     @property
     def interleaved(self) -> np.ndarray:

@@ -18,6 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from willitscale.errors import ConfigError
+from willitscale.memory.frameworks import (
+    FRAMEWORKS,
+    check_framework_stage,
+    framework_index,
+    implied_framework,
+)
 
 __all__ = [
     "RECOMPUTE",
@@ -64,6 +70,8 @@ class Plan:
     virtual_stages: int = 1  #: model chunks per pipeline stage (interleaved schedule)
     sequence_parallel: bool = False
     shard_scope: str = "dp"  #: ZeRO shards over the whole data-parallel group, or within a node
+    #: megatron, fsdp, deepspeed or ddp (memory.frameworks); "" = what the plan implies
+    framework: str = ""
 
     def __post_init__(self) -> None:
         for name in (*_DEGREES, "micro_batch", "grad_accum", "virtual_stages"):
@@ -87,6 +95,17 @@ class Plan:
             raise ConfigError("shard_scope", self.shard_scope, "dp (full shard) or node (hybrid)")
         if self.shard_scope == "node" and self.zero == 0:
             raise ConfigError("hybrid sharding (shard_scope = node) needs a ZeRO stage >= 1")
+        if self.framework:
+            framework_index(self.framework)
+            check_framework_stage(self.framework, self.zero)
+
+    @property
+    def resolved_framework(self) -> str:
+        """The framework given, or the one the plan implies (memory.frameworks)."""
+        if self.framework:
+            return self.framework
+        mp = self.tp > 1 or self.pp > 1 or self.cp > 1 or self.ep > 1
+        return FRAMEWORKS[int(implied_framework(self.zero, mp))]
 
     @property
     def gpus(self) -> int:

@@ -14,6 +14,7 @@ import numpy as np
 from willitscale.collectives.lines import collective_lines, line_time, pair_time
 from willitscale.compute.kernels import elementwise_bytes
 from willitscale.memory.activations import activation_bytes
+from willitscale.memory.device import nccl_bytes
 from willitscale.memory.stage import stage_memory
 from willitscale.memory.state import WEIGHT_BYTES
 from willitscale.scenario.batch import PlanBatch
@@ -193,13 +194,37 @@ def run(ctx, b, *, detail: bool = False, memory_only: bool = False) -> BatchResu
                     detail=detail)
 
 
+def _nccl_groups(ctx, b, places):
+    """Sizes of the groups each plan's GPUs communicate in (one NCCL communicator each)."""
+    t = ctx.terms
+    tied = ((b.pp >= 2) & t.tied & t.has_shape) * 2
+    sizes = [places[k].size for k in ("tp", "cp", "ep", "pp", "shard", "replica")]
+    sizes.append(np.where(b.ep > 1, places["edp"].size, 1))
+    sizes.append(np.where(b.zero == 0, 1, np.where(b.ep > 1, places["eshard"].size, 1)))
+    sizes.append(tied)
+    return np.stack([np.asarray(x, dtype=float) for x in sizes], axis=-1)
+
+
+def _linear_params(ctx, b, st, layer):
+    """Matmul weights (and biases) one GPU holds per stage column: what autocast copies."""
+    model = ctx.scenario.model
+    if model is None:
+        return np.zeros_like(st.layers, dtype=float)
+    head = np.asarray(head_params_per_tp_rank(model, b.tp.astype(float)), dtype=float)
+    if model.tied_embeddings:  # the head's matmul reads the token embedding
+        head = ctx.terms.token_embedding / b.tp
+    return st.layers * (layer - ctx.layer_fixed) + st.head * head[:, None]
+
+
 def _memory(ctx, b, st, params, places):
     dense, expert, layer = params
     flight = in_flight(b.pp, st.m, b.gpipe, b.interleaved, b.virtual_stages)
-    return stage_memory(scenario=ctx.scenario, batch=b, convention=ctx.convention,
+    return stage_memory(scenario=ctx.scenario, batch=b, settings=ctx.memory,
                         params_dense=dense, params_expert=expert, shard_dense=places["shard"].size,
                         shard_expert=places["eshard"].size, layers=st.layers, emb=st.emb,
-                        head=st.head, in_flight=flight, layer_params=layer)
+                        head=st.head, in_flight=flight, layer_params=layer,
+                        linear_params=_linear_params(ctx, b, st, layer),
+                        nccl=nccl_bytes(_nccl_groups(ctx, b, places)))
 
 
 def _memory_result(ctx, b, st, mem):
