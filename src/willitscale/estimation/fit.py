@@ -81,13 +81,8 @@ def knob_candidates(plan, knobs: tuple[str, ...], has_shape: bool) -> list:
     names = list(values)
     plans = []
     for combo in product(*(values[n] for n in names)):
-        changes = dict(zip(names, combo))
-        if plan.framework == "" and "zero" in changes:  # keep the framework the plan implied
-            changes["framework"] = plan.resolved_framework
-        try:
-            plans.append(replace(plan, **changes))
-        except ValueError:  # pragma: no cover - replace() validates; invalid combos are skipped
-            continue
+        # an implied framework stays the same: its stages imply it back (memory.frameworks)
+        plans.append(replace(plan, **dict(zip(names, combo))))
     return plans
 
 

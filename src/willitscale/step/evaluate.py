@@ -208,8 +208,8 @@ def _nccl_groups(ctx, b, places):
 def _linear_params(ctx, b, st, layer):
     """Matmul weights (and biases) one GPU holds per stage column: what autocast copies."""
     model = ctx.scenario.model
-    if model is None:
-        return np.zeros_like(st.layers, dtype=float)
+    if model is None:  # --params: every parameter taken as a matmul weight (as 6P FLOPs do)
+        return np.broadcast_to(np.asarray(ctx.terms.total_params, dtype=float), st.layers.shape).copy()
     head = np.asarray(head_params_per_tp_rank(model, b.tp.astype(float)), dtype=float)
     if model.tied_embeddings:  # the head's matmul reads the token embedding
         head = ctx.terms.token_embedding / b.tp
