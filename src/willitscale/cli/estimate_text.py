@@ -62,8 +62,10 @@ def _memory_line(m) -> str:
                "does not fit": "[red]does not fit[/red]",
                None: "the state fits; activations unknown"}[m.verdict]
     if m.verdict == "tight":
-        verdict += (f" ({gib(m.headroom)} free, less than the allocator's "
-                    f"{gib(m.fragmentation)} fragmentation margin)")
+        verdict += (f" ({gib(m.headroom)} free; the caching allocator typically reserves "
+                    f"{m.reserved_ratio:g}x its peak, {gib(m.reserved)}, which does not fit: it "
+                    "runs if the cache can be given back, e.g. "
+                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or fails on fragmentation)")
     elif m.verdict == "does not fit":
         verdict += f" ({gib(-m.headroom)} over)"
     where = f" ({escape(m.stage)})" if m.stage else ""

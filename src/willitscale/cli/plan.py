@@ -47,9 +47,9 @@ def register(subparsers) -> None:
         s.add_argument(f"--{name}", help=f"{what} to try, comma-separated (default: all that apply)")
     s.add_argument("--max-micro-batch", type=int, default=16, help="largest micro-batch (default 16)")
     s.add_argument("--memory-fraction", type=float,
-                   help="share of HBM a plan may use (default: the scenario file's, else 0.9: "
-                        "room for CUDA context, NCCL buffers and fragmentation, which are not "
-                        "modelled); estimate judges 'fits' by the same setting")
+                   help="share of HBM a plan may use (default: the scenario file's, else 1: the "
+                        "CUDA context, NCCL buffers and the allocator's reserve are counted); "
+                        "estimate judges 'fits' by the same setting")
     s.add_argument("--allow-tp-across-nodes", action="store_true",
                    help="consider tp wider than a node (rejected by default)")
     s.add_argument("--no-hybrid", action="store_true", help="skip FSDP hybrid sharding")

@@ -48,13 +48,19 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, nodes_help: str | Non
     eff = t.add_mutually_exclusive_group()
     eff.add_argument("--hfu", help="fraction of dense peak on executed FLOPs, recomputation included")
     eff.add_argument("--mfu", help="fraction of dense peak on model FLOPs (recomputation not counted)")
-    t.add_argument("--memory-convention", help="training-state bytes per parameter convention")
+    t.add_argument("--memory-convention", help="training-state bytes per parameter (a low-level "
+                   "override of the framework's: zero-16, handbook-18, fp32-16, fp16-no-master-12)")
+    t.add_argument("--cuda-context", help="memory outside PyTorch's allocator per GPU (default "
+                   "0.51GiB, today's PyTorch; 2022 stacks measured ~1.5GiB)")
+    t.add_argument("--distribute-saved-activations", action="store_const", const="true",
+                   help="full recomputation's saved layer inputs split over the TP ranks "
+                        "(Megatron-Core distribute_saved_activations)")
     t.add_argument("--optimizer", choices=("adamw-fused", "adamw-foreach"),
                    help="optimizer step's memory traffic: fused AdamW, 28 B/param (default), or "
                         "torch.optim.AdamW's default foreach implementation, 80 B/param")
     if plan_flags:  # the planner has its own --memory-fraction (same setting, same default)
-        t.add_argument("--memory-fraction", help="share of HBM a plan may fill (default 0.9: "
-                       "room for CUDA context, NCCL buffers and fragmentation, not modelled)")
+        t.add_argument("--memory-fraction", help="share of HBM a plan may fill (default 1: the CUDA "
+                       "context, NCCL buffers and the allocator's reserve are counted)")
     _execution_flags(parser)
     if plan_flags:
         _parallel_flags(parser)
@@ -81,6 +87,13 @@ def _parallel_flags(parser) -> None:
         p.add_argument(f"--{name}", help=text)
     p.add_argument("--zero", choices=("0", "1", "2", "3"), help="ZeRO stage: 1 optimizer states, "
                    "2 + gradients, 3 + weights (FSDP)")
+    p.add_argument("--framework", choices=("megatron", "fsdp", "deepspeed", "ddp"),
+                   help="what runs the plan, which decides its memory (docs/memory.md; default: "
+                        "what the plan implies: tp/pp -> megatron, --zero 3 -> fsdp, ...)")
+    p.add_argument("--reduce-bucket-size", help="DeepSpeed reduce_bucket_size, elements "
+                                                "(default 5e8)")
+    p.add_argument("--overlap-comm", choices=("true", "false"),
+                   help="DeepSpeed overlap_comm (default: true for ZeRO-3 only)")
     p.add_argument("--fsdp", choices=("full", "hybrid"), help="FSDP: full = ZeRO-3 over all "
                    "data-parallel ranks; hybrid = shard within each node, replicate across")
     p.add_argument("--pp-schedule", choices=("gpipe", "1f1b", "interleaved"),

@@ -12,7 +12,7 @@ import numpy as np
 
 from willitscale.collectives.lines import link_caveats
 from willitscale.step.pipeline import bubble_fraction
-from willitscale.memory.device import ALLOCATOR_MARGIN
+from willitscale.memory.device import RESERVED_RATIO
 from willitscale.units import format_size
 
 __all__ = ["dp_assumptions", "mp_assumptions", "mp_warnings", "pipeline_summary", "work_notes"]
@@ -111,8 +111,8 @@ def _memory_note(scenario) -> str:
              f"(--memory-fraction {scenario.memory_fraction:g} of {format_size(gpu.memory, binary=True)})")
     text = (f"framework {framework} ({how}); PyTorch's allocated peak plus the CUDA context "
             f"({format_size(scenario.cuda_context, binary=True)}, --cuda-context) and NCCL's "
-            f"buffers against {limit}: 'tight' within the allocator's fragmentation margin "
-            f"({100 * ALLOCATOR_MARGIN:.1f}% of what is allocated)")
+            f"buffers against {limit}; 'tight' when that fits but the caching allocator's typical "
+            f"reserve ({RESERVED_RATIO:g}x the peak, docs/memory.md) does not")
     if framework == "ddp":
         text += ("; DDP's buckets " + ("are the gradients (--gradient-as-bucket-view)"
                                        if scenario.ddp.gradient_as_bucket_view else

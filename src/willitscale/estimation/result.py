@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from willitscale.estimation.timeline import Timeline
-from willitscale.memory.device import ALLOCATOR_MARGIN, RESERVED_RATIO
+from willitscale.memory.device import RESERVED_RATIO
 
 __all__ = ["Breakdown", "MemoryBreakdown", "CommReport", "Bottleneck", "StepEstimate"]
 
@@ -58,7 +58,6 @@ class MemoryBreakdown:
     context: float = 0.0  #: CUDA context (outside PyTorch's allocator)
     nccl: float = 0.0  #: NCCL's buffers (outside PyTorch's allocator)
     framework: str = ""  #: megatron, fsdp, deepspeed, ddp
-    margin: float = ALLOCATOR_MARGIN  #: the allocator's fragmentation margin, share of allocated
     reserved_ratio: float = RESERVED_RATIO  #: reserved peak / allocated peak (nvidia-smi)
 
     @property
@@ -83,17 +82,17 @@ class MemoryBreakdown:
         return self.allocated + self.context + self.nccl
 
     @property
-    def device(self) -> float:
-        """What nvidia-smi would show: the allocator's reserved peak (which it releases under
-        pressure: never more than the GPU leaves it), the context and NCCL."""
-        other = self.context + self.nccl
-        reserved = min(self.reserved_ratio * self.allocated, max(self.capacity - other, self.allocated))
-        return reserved + other
+    def reserved(self) -> float:
+        """What the caching allocator typically reserves at this peak (``reserved_ratio x
+        allocated``, memory.device)."""
+        return self.reserved_ratio * self.allocated
 
     @property
-    def fragmentation(self) -> float:
-        """The allocator's margin in bytes: what fragmentation may keep from use."""
-        return self.margin * self.allocated
+    def device(self) -> float:
+        """What nvidia-smi would show: the allocator's reserved peak (which it gives back under
+        pressure: never more than the GPU leaves it), the context and NCCL."""
+        other = self.context + self.nccl
+        return min(self.reserved, max(self.capacity - other, self.allocated)) + other
 
     @property
     def headroom(self) -> float:
@@ -102,13 +101,14 @@ class MemoryBreakdown:
 
     @property
     def verdict(self) -> str | None:
-        """"fits", "tight" (within the allocator's margin) or "does not fit"; None when unknown
-        parts could still exceed the limit."""
+        """"fits" (the typical reserve fits too), "tight" (the allocated peak fits, the typical
+        reserve does not) or "does not fit"; None when unknown parts could still exceed the
+        limit (memory.device)."""
         if self.total > self.limit:
             return "does not fit"
         if self.activations is None:
             return None
-        return "tight" if self.total + self.fragmentation > self.limit else "fits"
+        return "tight" if self.reserved + self.context + self.nccl > self.limit else "fits"
 
     @property
     def fits(self) -> bool | None:
@@ -125,7 +125,7 @@ class MemoryBreakdown:
             "workspace_bytes": self.workspace, "optimizer_step_bytes": self.step,
             "allocated_bytes": self.allocated, "cuda_context_bytes": self.context,
             "nccl_bytes": self.nccl, "total_bytes": self.total,
-            "fragmentation_margin_bytes": self.fragmentation, "headroom_bytes": self.headroom,
+            "reserved_bytes": self.reserved, "headroom_bytes": self.headroom,
             "nvidia_smi_bytes": self.device, "capacity_bytes": self.capacity,
             "limit_bytes": self.limit, "memory_fraction": self.fraction,
             "complete": self.activations is not None, "fits": self.fits,

@@ -22,8 +22,12 @@
 Verdicts, with ``need = allocated peak + context + NCCL`` against the GPU's memory (times
 ``--memory-fraction``, 1 by default):
 
-* **fits**: ``need x`` (1 + margin on the allocated part) is within it;
-* **tight**: ``need`` is within it, but not the margin: it may run, or fail on fragmentation;
+* **fits**: what the caching allocator typically reserves, :data:`RESERVED_RATIO` x the
+  allocated peak, plus context and NCCL, is within it (what nvidia-smi would show);
+* **tight**: ``need`` is within it, the typical reserve is not: it runs if the allocator can
+  give back its cache (cudaMalloc retries, or ``expandable_segments:True``), and may fail on
+  fragmentation (up to :data:`ALLOCATOR_MARGIN` of what was allocated was unusable at the fit
+  rows' out-of-memory errors);
 * **does not fit**: ``need`` exceeds it (by how much, and which change would make it fit).
 """
 
@@ -60,9 +64,9 @@ def nccl_bytes(group_sizes) -> np.ndarray:
     return per.sum(axis=-1)
 
 
-def verdict_codes(allocated, other, limit, margin: float = ALLOCATOR_MARGIN) -> np.ndarray:
+def verdict_codes(allocated, other, limit, ratio: float = RESERVED_RATIO) -> np.ndarray:
     """0 fits, 1 tight, 2 does not fit, for ``allocated`` (PyTorch's peak) plus ``other``
-    (context, NCCL) against ``limit`` bytes."""
+    (context, NCCL) against ``limit`` bytes (see the module docstring)."""
     a = np.asarray(allocated, dtype=float)
-    need = a + np.asarray(other, dtype=float)
-    return np.where(need > limit, 2, np.where(need + margin * a > limit, 1, 0)).astype(np.int64)
+    other = np.asarray(other, dtype=float)
+    return np.where(a + other > limit, 2, np.where(ratio * a + other > limit, 1, 0)).astype(np.int64)

@@ -13,8 +13,8 @@ is a candidate. Candidates are built and evaluated as numpy arrays
 (:class:`~willitscale.scenario.batch.PlanBatch`): the structural reasons of
 :mod:`willitscale.scenario.validate` first, then memory (the engine's memory part only), then the
 full step-time model for the plans that fit, in chunks. Memory must stay under
-``memory_fraction`` of the GPU's HBM (default 0.9: the model does not count the CUDA context,
-NCCL buffers and allocator fragmentation). Plans are ranked by predicted throughput (the
+``memory_fraction`` of the GPU's HBM (default 1: the CUDA context, NCCL buffers and the
+allocator's reserve are counted, memory.device). Plans are ranked by predicted throughput (the
 global batch is fixed, so by step time).
 """
 

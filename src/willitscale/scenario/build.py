@@ -93,7 +93,10 @@ def build_plan(settings: Mapping[str, Any], gpus: int) -> Plan:
 
 def unstated_knobs(settings: Mapping[str, Any]) -> tuple[str, ...]:
     """The plan knobs the settings leave to the estimate's fit (estimation.fit): sharding (no
-    ``zero``, ``fsdp`` or ``shard_scope``), sequence parallelism, recomputation."""
+    ``zero``, ``fsdp`` or ``shard_scope``), sequence parallelism, recomputation. None with a
+    measured single-GPU step: it measured the run as it ran (its recomputation included)."""
+    if settings.get("step_time_one_gpu") is not None:
+        return ()
     out = []
     if not any(settings.get(k) is not None for k in ("zero", "fsdp", "shard_scope")):
         out.append("zero")

@@ -134,8 +134,8 @@ class Scenario:
     calibration: Any = None  #: a willitscale.hardware.calibration.Calibration, when given
     network: Any = None  #: a willitscale.fabric.FlowNetwork (--network flow); None: the analytic model
     options: ParallelOptions = field(default_factory=ParallelOptions)  #: placement, overlap, attention
-    #: share of HBM a plan may fill (the planner's rule too): the rest is for what the model does
-    #: not count (CUDA context, NCCL workspaces, fragmentation)
+    #: share of HBM a plan may fill (the planner's rule too); the CUDA context, NCCL and the
+    #: allocator's reserve are counted (memory.device), so 1 by default
     memory_fraction: float = DEFAULT_MEMORY_FRACTION
     #: adamw-fused (28 B/param of HBM traffic) or adamw-foreach (80: torch.optim.AdamW's default)
     optimizer: str = "adamw-fused"
