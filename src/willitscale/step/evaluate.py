@@ -210,9 +210,7 @@ def _linear_params(ctx, b, st, layer):
     model = ctx.scenario.model
     if model is None:  # --params: every parameter taken as a matmul weight (as 6P FLOPs do)
         return np.broadcast_to(np.asarray(ctx.terms.total_params, dtype=float), st.layers.shape).copy()
-    head = np.asarray(head_params_per_tp_rank(model, b.tp.astype(float)), dtype=float)
-    if model.tied_embeddings:  # the head's matmul reads the token embedding
-        head = ctx.terms.token_embedding / b.tp
+    head = model.vocab * model.hidden / b.tp.astype(float)  # the LM head's matmul weight, tied or not
     return st.layers * (layer - ctx.layer_fixed) + st.head * head[:, None]
 
 
