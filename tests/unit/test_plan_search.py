@@ -37,7 +37,11 @@ def test_every_plan_is_counted_once_and_the_feasible_ones_ranked(llama):
     b, ranked = result.batch, result.ranked
     assert np.all(b.gpus[ranked] == 16)
     assert np.all(result.memory[ranked] <= scenario.cluster.gpu.memory)
-    assert np.all(np.diff(result.step_time[ranked]) >= 0)
+    # the estimate's fit rule: plans that fit (verdict 0) before tight ones (1), each by step
+    verdict = result.extra["verdict"][ranked]
+    assert np.all(np.diff(verdict) >= 0) and set(verdict) <= {0, 1}
+    for v in (0, 1):
+        assert np.all(np.diff(result.step_time[ranked][verdict == v]) >= 0)
     assert np.all(b.global_batch[ranked] == 64)
 
 

@@ -53,6 +53,9 @@ def register(subparsers) -> None:
     s.add_argument("--allow-tp-across-nodes", action="store_true",
                    help="consider tp wider than a node (rejected by default)")
     s.add_argument("--no-hybrid", action="store_true", help="skip FSDP hybrid sharding")
+    s.add_argument("--framework", choices=("megatron", "fsdp", "deepspeed", "ddp"),
+                   help="search only this framework's ZeRO stages (default: each plan's implied "
+                        "framework, docs/memory.md)")
     s.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
     s.add_argument("--explain", type=int, default=3, help="top plans to explain (default 3)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
@@ -105,7 +108,8 @@ def space_from_args(args, memory_fraction: float | None = None):
     return SearchSpace(**{k: v for k, v in given.items() if v is not None},
                        max_micro_batch=args.max_micro_batch,
                        memory_fraction=memory_fraction or args.memory_fraction or DEFAULT_MEMORY_FRACTION,
-                       allow_tp_across_nodes=args.allow_tp_across_nodes, hybrid=not args.no_hybrid)
+                       allow_tp_across_nodes=args.allow_tp_across_nodes, hybrid=not args.no_hybrid,
+                       framework=args.framework)
 
 
 def planning_settings(settings: dict, gpus: int | None) -> dict:

@@ -43,7 +43,8 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, nodes_help: str | Non
         t.add_argument("--micro-batch", help="samples per GPU per forward/backward")
         t.add_argument("--grad-accum", help="micro-steps per optimizer step")
         t.add_argument("--recompute", choices=("none", "selective", "full"),
-                       help="activation recomputation")
+                       help="activation recomputation (not given: the estimate fits it, "
+                            "docs/memory.md)")
     t.add_argument("--dtype", help="compute dtype, selects the GPU peak (default bf16)")
     eff = t.add_mutually_exclusive_group()
     eff.add_argument("--hfu", help="fraction of dense peak on executed FLOPs, recomputation included")
@@ -100,8 +101,9 @@ def _parallel_flags(parser) -> None:
                    help="pipeline schedule (default 1f1b)")
     p.add_argument("--virtual-stages", help="model chunks per stage with --pp-schedule "
                                             "interleaved (default 2)")
-    p.add_argument("--sequence-parallel", action="store_const", const="true",
-                   help="Megatron sequence parallelism (needs --tp > 1)")
+    p.add_argument("--sequence-parallel", nargs="?", const="true", choices=("true", "false"),
+                   help="Megatron sequence parallelism (needs --tp > 1); `false` states it off "
+                        "(not given: the estimate fits it, docs/memory.md)")
 
 
 def _ddp_and_measurement_flags(parser) -> None:
