@@ -138,3 +138,26 @@ def test_plots_of_a_run_and_of_validate(cli, tmp_path):
     assert code == 0, err
     assert {p.name for p in (tmp_path / "val").iterdir()} >= {"validate.png", "validate.svg",
                                                               "validate-busbw.png"}
+
+
+def test_validate_compares_a_recorded_peak_memory(cli):
+    inter = _store_run("collectives", _env(1, 2), _all_reduce([1e6, 8e6, 64e6], 2, 5e-5, 1.5e9))
+    matmul = _store_run("matmul", _env(1, 1), [MatmulRow(m=512, n=512, k=512, dtype="float32",
+                                                         device="cpu", time=2 * 512**3 / 50e9)])
+    measured = 20_000_000
+    train = _store_run("train", _env(1, 2), [TrainRow(
+        model="gpt2-tiny", layers=2, hidden=128, heads=4, vocab=256, seq_len=64, params=495_104,
+        batch_per_rank=2, ranks=2, nodes=1, dtype="float32", bucket_bytes=2**20, device="cpu",
+        step=0.02, forward=0.004, backward=0.012, backward_no_sync=0.011, optimizer=0.004, steps=3,
+        peak_allocated_bytes=measured, peak_reserved_bytes=24_000_000)])
+    assert cli("calibrate", str(inter), str(matmul), str(train))[0] == 0
+    code, out, err = cli("validate", "--json", str(train))
+    assert code == 0, err
+    (row,) = json.loads(out)["rows"]
+    # fp32 DDP with gradient_as_bucket_view=True: 16 B/param of state, + cuBLAS's workspace, +
+    # activations: more than the state alone; the error is (predicted - measured) / measured
+    predicted = row["predicted_allocated_bytes"]
+    assert predicted > 16 * 495_104 + 8_519_680
+    assert row["memory_error"] == pytest.approx((predicted - measured) / measured)
+    code, out, _ = cli("validate", str(train))
+    assert code == 0 and "max_memory_allocated" in out

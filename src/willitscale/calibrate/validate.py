@@ -20,7 +20,7 @@ import numpy as np
 
 from willitscale.calibrate.forms import default_algorithm, flat_time, two_level_time
 from willitscale.calibrate.runs import MeasuredRun
-from willitscale.calibrate.scenario import predict_train_step
+from willitscale.calibrate.scenario import predict_train_memory, predict_train_step
 from willitscale.hardware.calibration import Calibration, LinkCalibration
 
 __all__ = ["Comparison", "Skipped", "compare", "collective_links"]
@@ -131,10 +131,25 @@ def _compare_train(run: MeasuredRun, cal: Calibration):
             measured=row.step, predicted=predicted, in_sample=run.id in cal.runs,
             details={"model": row.model, "nodes": run.nodes, "ranks_per_node": run.ranks_per_node,
                      "batch_per_rank": row.batch_per_rank, "seq_len": row.seq_len,
+                     **_memory_details(row, run, cal),
                      # its forward/backward times set the compute efficiency; its communication
                      # is predicted from the collective fits either way
                      "fitted": "compute" if run.id in cal.runs else None}))
     return out
+
+
+def _memory_details(row, run: MeasuredRun, cal: Calibration) -> dict:
+    """The measured peak memory next to the estimate's (CUDA runs only: PyTorch counts no
+    peak on the CPU, and the benchmark records None there)."""
+    if row.peak_allocated_bytes is None:
+        return {}
+    predicted = predict_train_memory(row, run, cal)
+    if predicted is None:
+        return {}
+    measured = float(row.peak_allocated_bytes)
+    return {"peak_allocated_bytes": measured, "peak_reserved_bytes": row.peak_reserved_bytes,
+            "predicted_allocated_bytes": predicted,
+            "memory_error": (predicted - measured) / measured}
 
 
 def compare(runs: Sequence[MeasuredRun], cal: Calibration) -> tuple[list[Comparison], list[Skipped]]:
