@@ -91,17 +91,27 @@ def _words(text, field, allowed):
     return values
 
 
+def _modes(text):
+    """Recomputation modes, comma-separated (``modules:a+b`` writes a module set here)."""
+    from willitscale.workload.recompute import parse_recompute
+
+    if text is None:
+        return None
+    return tuple(parse_recompute(w.strip().replace("+", ",")).name
+                 for w in str(text).split(",") if w.strip())
+
+
 def space_from_args(args, memory_fraction: float | None = None):
     """The search space the flags give; ``memory_fraction`` is the scenario's (the flag, a
     scenario file's ``memory_fraction``, else the default), so plan and estimate agree."""
     from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
     from willitscale.plan.search import SearchSpace
-    from willitscale.scenario.plan import PP_SCHEDULES, RECOMPUTE
+    from willitscale.scenario.plan import PP_SCHEDULES
 
     given = {
         "tp": _ints(args.tp, "tp"), "pp": _ints(args.pp, "pp"), "cp": _ints(args.cp, "cp"),
         "ep": _ints(args.ep, "ep"), "zero": _ints(args.zero, "zero"),
-        "recompute": _words(args.recompute, "recompute", RECOMPUTE),
+        "recompute": _modes(args.recompute),
         "schedules": _words(args.schedules, "schedules", PP_SCHEDULES),
         "virtual_stages": _ints(getattr(args, "virtual_stages"), "virtual-stages"),
     }

@@ -42,9 +42,11 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, nodes_help: str | Non
     if plan_flags:
         t.add_argument("--micro-batch", help="samples per GPU per forward/backward")
         t.add_argument("--grad-accum", help="micro-steps per optimizer step")
-        t.add_argument("--recompute", choices=("none", "selective", "full"),
-                       help="activation recomputation (not given: the estimate fits it, "
-                            "docs/memory.md)")
+        t.add_argument("--recompute", metavar="MODE",
+                       help="activation recomputation: none, selective (attention core), full, "
+                            "modules:core_attn,mlp,layernorm (Megatron-Core), layers:N (N layers "
+                            "per stage), every:K (every K-th layer); not given: the estimate "
+                            "fits it (docs/memory.md)")
     t.add_argument("--dtype", help="compute dtype, selects the GPU peak (default bf16)")
     eff = t.add_mutually_exclusive_group()
     eff.add_argument("--hfu", help="fraction of dense peak on executed FLOPs, recomputation included")

@@ -30,7 +30,10 @@ parallelism else 1; ``q``, ``kv`` and ``f`` are the per-rank query, key/value an
 
 Selective recomputation drops the attention-score tensors (and FlashAttention's log-sum-exp);
 full recomputation keeps only each layer's input, ``p s b h r``, and rebuilds one layer at a
-time during the backward pass (``recompute_transient``). Gradients of activations during
+time during the backward pass (``recompute_transient``). Megatron-Core's ``--recompute-modules``
+drop what each module rebuilds: ``core_attn`` the scores, ``mlp`` the MLP's inner tensors,
+``layernorm`` the two norms' outputs (workload.recompute); ``layers:N`` / ``every:K`` mix
+full and no recomputation over a stage's layers (memory.stage). Gradients of activations during
 backward, workspace and fragmentation are not counted. The first pipeline stage adds the
 embedding's dropout mask (and BLOOM's embedding-norm input); the last adds the final norm's and
 LM head's inputs and the fp32 softmax of the vocab-parallel cross-entropy, ``4 s b V / t``.
@@ -63,7 +66,8 @@ import numpy as np
 
 from willitscale.errors import ConfigError
 from willitscale.workload.arrays import float_or_array
-from willitscale.workload.flops import recompute_choice
+from willitscale.workload.flops import recompute_pick
+from willitscale.workload.recompute import parse_recompute, rerun_modules
 from willitscale.workload.transformer import Transformer
 
 __all__ = ["ACTIVATION_BYTES", "activation_bytes", "ActivationMemory", "activation_memory"]
@@ -144,6 +148,12 @@ def activation_memory(model: Transformer, seq_len=None, micro_batch=1, *, recomp
     Defaults describe current practice (FlashAttention, no dropout, bf16); Korthikanti et
     al.'s ``34 + 5as/h`` is ``flash_attention=False, dropout=True``.
     """
+    if isinstance(recompute, str):  # a mode name: its canonical rerun set (modules:core_attn ...)
+        mode = parse_recompute(recompute)
+        if mode.rerun != mode.name:
+            raise ConfigError("recompute", recompute, "a mode recomputing every layer here "
+                              "(layers:N and every:K are applied per pipeline stage, memory.stage)")
+        recompute = mode.rerun
     eager = model.implementation != "fused"
     mingpt = model.implementation == "mingpt"
     if mingpt:  # eager attention, dropout 0.1 (lightning-GPT)
@@ -182,8 +192,20 @@ def activation_memory(model: Transformer, seq_len=None, micro_batch=1, *, recomp
     checkpoint = residual * sbh_rep  # the layer input, all that full recomputation keeps
     if distribute_saved:  # split over the tensor-parallel ranks (already split with SP)
         checkpoint = np.where(np.asarray(sequence_parallel, dtype=bool), checkpoint, checkpoint / t)
-    per_layer = recompute_choice(recompute, layer, layer - scores, checkpoint + 0 * layer)
-    transient = recompute_choice(recompute, 0 * layer, scores, layer)
+    # what each module rebuilds in backward (workload.recompute): the attention core's scores;
+    # the MLP's inner tensors (its input, the checkpoint of the submodule, and the residual
+    # dropout mask stay); the two norms' outputs (the QKV and up projections' inputs)
+    parts = {"core_attn": scores, "mlp": mlp - p * sbh_rep - (MASK_BYTES * sbh_rep if dropout else 0.0),
+             "layernorm": 2 * p * sbh_rep}
+
+    def dropped(rerun):
+        modules = rerun_modules(rerun)
+        if modules is None:
+            return layer - checkpoint
+        return sum((parts[m] for m in modules), 0 * layer)
+
+    per_layer = recompute_pick(recompute, lambda r: layer - dropped(r))
+    transient = recompute_pick(recompute, lambda r: layer if r == "full" else dropped(r))
     embedding = mask + (p * sbh_rep if model.embedding_norm else 0.0)
     head = (residual + p) * sbh_rep + LOGITS_BYTES * sb * model.vocab / t
     total = model.layers * per_layer + transient + embedding + head

@@ -33,6 +33,7 @@ from willitscale.memory.buffers import DeepSpeedOptions, framework_buffers
 from willitscale.memory.device import RESERVED_RATIO, verdict_codes
 from willitscale.memory.frameworks import StateBytes
 from willitscale.workload.flops import RECOMPUTE
+from willitscale.workload.recompute import layer_share
 
 __all__ = ["DEFAULT_MEMORY_FRACTION", "MemorySettings", "StageMemory", "default_convention",
            "stage_memory"]
@@ -154,6 +155,9 @@ def stage_memory(*, scenario, batch, settings: MemorySettings, params_dense, par
                             flash_attention=scenario.options.flash_attention, dtype_bytes=element,
                             distribute_saved=settings.distribute_saved)
     col = lambda x: np.broadcast_to(np.asarray(x, dtype=float), batch.dp.shape)[:, None]  # noqa: E731
-    kept = layers * col(act.per_layer) + emb * col(act.embedding) + head * col(act.head)
-    activations = in_flight * kept + col(act.recompute_transient)
+    # layers:N / every:K recompute a share of the stage's layers; the others keep everything
+    share = layer_share(layers, batch.recompute_layers[:, None], batch.recompute_every[:, None])
+    per_layer = share * col(act.per_layer) + (1.0 - share) * col(act.layer_no_recompute)
+    kept = layers * per_layer + emb * col(act.embedding) + head * col(act.head)
+    activations = in_flight * kept + np.where(share > 0, col(act.recompute_transient), 0.0)
     return StageMemory(activations=activations, known=True, **common)

@@ -31,7 +31,7 @@ from willitscale.memory.device import verdict_codes
 from willitscale.memory.frameworks import FRAMEWORK_STAGES, FRAMEWORKS, framework_index
 from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
 from willitscale.scenario.batch import PlanBatch
-from willitscale.scenario.plan import RECOMPUTE
+from willitscale.workload.recompute import RERUN_SETS, parse_recompute
 from willitscale.scenario.validate import CODE, REASONS, structural_reasons
 from willitscale.step.engine import make_context
 from willitscale.step.evaluate import run
@@ -68,7 +68,7 @@ class SearchSpace:
     ep: tuple[int, ...] | None = None
     zero: tuple[int, ...] = (0, 1, 2, 3)
     hybrid: bool = True  #: also FSDP hybrid sharding for ZeRO-3
-    recompute: tuple[str, ...] = ("none", "selective", "full")
+    recompute: tuple[str, ...] = ("none", "selective", "full")  #: modes (workload.recompute)
     schedules: tuple[str, ...] = ("gpipe", "1f1b", "interleaved")
     virtual_stages: tuple[int, ...] = (2, 4)
     sequence_parallel: tuple[bool, ...] = (False, True)
@@ -207,7 +207,12 @@ def candidate_plans(*, gpus: int, global_batch: int, layers: int, experts: int,
         spans = group_placement("dp", rows, gpus_per_node, order or DEFAULT_ORDER).nodes > 1
         rows = _keep(rows, ~rows["shard_node"] | spans)
 
-    rows = _expand(rows, np.array([RECOMPUTE.index(r) for r in space.recompute]), "recompute")
+    modes = [parse_recompute(r) for r in space.recompute]
+    table = np.array([(RERUN_SETS.index(m.rerun), m.layers, m.every) for m in modes], dtype=np.int64)
+    rows = _expand(rows, np.arange(len(modes)), "mode")
+    rows["recompute"], rows["recompute_layers"], rows["recompute_every"] = (
+        table[rows["mode"], 0], table[rows["mode"], 1], table[rows["mode"], 2])
+    del rows["mode"]
     if space.framework is not None:
         rows["framework"] = FRAMEWORKS.index(space.framework)
     batch = PlanBatch.from_arrays(**rows)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from willitscale.errors import ConfigError
+from willitscale.workload.recompute import BASE_MODES, parse_recompute
 from willitscale.memory.frameworks import (
     FRAMEWORKS,
     check_framework_stage,
@@ -35,9 +36,10 @@ __all__ = [
     "resolve_batch",
 ]
 
-#: activation recomputation: none, selective (attention core only, Korthikanti et al. 2022) or
-#: full (every transformer layer's forward is run again in backward).
-RECOMPUTE = ("none", "selective", "full")
+#: the base recomputation modes (none, selective = the attention core, Korthikanti et al. 2022,
+#: full = every layer's forward again); Plan.recompute also takes modules:..., layers:N,
+#: every:K (willitscale.workload.recompute)
+RECOMPUTE = BASE_MODES
 #: pipeline schedules (model parallelism): GPipe, 1F1B (PipeDream-Flush), interleaved 1F1B.
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 ZERO_STAGES = (0, 1, 2, 3)
@@ -65,7 +67,7 @@ class Plan:
     zero: int = 0  #: ZeRO stage: 0 = plain DDP, 1 optimizer, 2 + gradients, 3 + parameters
     micro_batch: int = 1  #: samples per GPU per forward/backward
     grad_accum: int = 1  #: micro-steps per optimizer step (gradients synced on the last only)
-    recompute: str = "none"
+    recompute: str = "none"  #: a mode of willitscale.workload.recompute (canonical name kept)
     pp_schedule: str = "1f1b"
     virtual_stages: int = 1  #: model chunks per pipeline stage (interleaved schedule)
     sequence_parallel: bool = False
@@ -78,8 +80,7 @@ class Plan:
             positive_int(name, getattr(self, name))
         if self.zero not in ZERO_STAGES:
             raise ConfigError("zero", self.zero, "one of 0, 1, 2, 3")
-        if self.recompute not in RECOMPUTE:
-            raise ConfigError("recompute", self.recompute, "one of " + ", ".join(RECOMPUTE))
+        object.__setattr__(self, "recompute", parse_recompute(self.recompute).name)
         if self.pp_schedule not in PP_SCHEDULES:
             raise ConfigError("pp_schedule", self.pp_schedule, "one of " + ", ".join(PP_SCHEDULES))
         if self.virtual_stages > 1 and self.pp_schedule != "interleaved":

@@ -33,6 +33,8 @@ from willitscale.workload.params import (
     head_params_per_tp_rank,
     layer_params_per_tp_rank,
 )
+from willitscale.workload.flops import RECOMPUTE
+from willitscale.workload.recompute import layer_share, rerun_modules
 from willitscale.workload.stages import stage_counts, stage_flags, stage_layers
 
 __all__ = ["run"]
@@ -44,9 +46,21 @@ def _structure(ctx, b):
     emb, head, copy = stage_flags(b.pp, t.tied)
     counts = stage_counts(b.pp)
     tokens = b.micro_batch * ctx.scenario.seq_len / b.cp
+    # share of each stage's layers that recompute (layers:N, every:K; 1 otherwise), and of the
+    # whole model's
+    share = layer_share(layers, b.recompute_layers[:, None], b.recompute_every[:, None])
+    weight = counts * layers
+    whole = np.sum(weight * share, axis=-1) / np.maximum(np.sum(weight, axis=-1), 1.0)
     return SimpleNamespace(layers=layers, emb=emb, head=head, copy=copy, counts=counts,
                            active=counts > 0, tokens=tokens.astype(float),
-                           m=b.grad_accum.astype(float))
+                           m=b.grad_accum.astype(float), share=share, share_model=whole)
+
+
+def recompute_token(t, b, share):
+    """Recomputed FLOPs per token per layer: FlashAttention's own rerun of Q K^T (mode none)
+    plus the mode's rerun set on its ``share`` of the layers."""
+    base = t.recompute_token[0]
+    return base + (t.recompute_token[b.recompute][:, None] - base) * share
 
 
 def _params(ctx, b, st):
@@ -76,7 +90,7 @@ def _compute(ctx, b, st):
     t = ctx.terms
     per_gpu = (st.tokens / b.tp)[:, None]
     fwd = (st.layers * t.layer_forward_token + st.head * t.head_forward_token) * per_gpu
-    rec = st.layers * t.recompute_token[b.recompute][:, None] * per_gpu
+    rec = st.layers * recompute_token(t, b, st.share) * per_gpu
     executed = 3.0 * fwd + rec
     measured = ctx.scenario.measured.step_time_one_gpu
     if measured is not None:  # the optimizer inside it runs after the all-reduce (assemble)
@@ -96,11 +110,19 @@ def _compute(ctx, b, st):
         f_bytes, b_bytes = elementwise_bytes(
             hidden=model.hidden, heads=model.heads, seq_len=ctx.scenario.seq_len, tp=b.tp,
             sequence_parallel=b.sequence_parallel, flash=ctx.scenario.options.flash_attention,
-            recompute=b.recompute)
+            recompute=_elementwise_mode(b))
         rate = st.tokens[:, None] * st.layers / ctx.scenario.cluster.gpu.memory_bandwidth
         forward = forward + rate * f_bytes[:, None]
         backward = backward + rate * b_bytes[:, None]
     return forward, backward, (forward + backward) / executed, gemm
+
+
+def _elementwise_mode(b):
+    """The rerun set as compute.kernels.elementwise_bytes reads it: 2 the whole layer, 1 the
+    attention core (core_attn in the set), 0 nothing it counts (norms, MLP: their element-wise
+    passes are left out; a share of layers is counted as all of them)."""
+    core = np.array(["core_attn" in (rerun_modules(r) or {"core_attn"}) for r in RECOMPUTE])
+    return np.where(b.recompute == 2, 2, np.where(core[b.recompute], 1, 0))
 
 
 def _places(ctx, b):
@@ -137,7 +159,7 @@ def _lines(ctx, b, places):
 
 def _traffic(ctx, b, st, comp, params, places, L):
     t, fwd_c, bwd_c, spf = ctx.terms, comp[0], comp[1], comp[2]
-    full = b.recompute == 2
+    full = (b.recompute == 2) * st.share_model  # recomputed forwards rerun their collectives
     element = activation_bytes(ctx.scenario.dtype)
     per_rank = (st.tokens / b.tp)[:, None] * comp[3]  # seconds per FLOP-per-token of one GEMM
     out = {"tp": tensor_traffic(
