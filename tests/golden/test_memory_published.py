@@ -54,3 +54,17 @@ def test_published_out_of_memory_runs_are_refused_or_tight(run):
 def test_measured_memory_within_10_percent(run):
     j = judge(run)
     assert abs(j.error) < 0.10, f"{100 * j.error:+.1f}%"
+
+
+def test_error_summary_by_hand():
+    # errors +0.2, -0.1, +0.05 and one unmeasured row: mean |e| 0.35/3, median 0.1,
+    # worst +0.2, bias 0.15/3; within 10% (strictly below): only 0.05
+    from types import SimpleNamespace
+
+    from willitscale.validation.memory_runs import error_summary
+
+    rows = [SimpleNamespace(error=e) for e in (0.2, -0.1, 0.05, None)]
+    s = error_summary(rows)
+    assert s.rows == 3 and s.within_10 == 1
+    assert s.mean_abs == pytest.approx(0.35 / 3) and s.median_abs == pytest.approx(0.1)
+    assert s.worst == 0.2 and s.bias == pytest.approx(0.15 / 3)

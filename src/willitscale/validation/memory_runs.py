@@ -10,6 +10,7 @@ and the test (``tests/golden/test_memory_published.py``) are built from :func:`j
 
 from __future__ import annotations
 
+import statistics
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -18,7 +19,8 @@ from willitscale.estimation.estimate import estimate
 from willitscale.scenario.build import build_scenario
 from willitscale.scenario.settings import parse_setting
 
-__all__ = ["MemoryRun", "Judgement", "memory_runs", "judge", "judge_all", "MEASURED_UNITS"]
+__all__ = ["MemoryRun", "Judgement", "ErrorSummary", "memory_runs", "judge", "judge_all",
+           "error_summary", "MEASURED_UNITS"]
 
 MIB = 2 ** 20
 #: bytes per unit of a measured value (see the data file's header)
@@ -102,3 +104,56 @@ def judge(run: MemoryRun) -> Judgement:
 
 def judge_all() -> list[Judgement]:
     return [judge(run) for run in memory_runs()]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorSummary:
+    """Relative errors (predicted - measured) / measured of the measured test rows."""
+
+    rows: int
+    mean_abs: float
+    median_abs: float
+    worst: float  #: the signed error of largest magnitude
+    bias: float  #: the mean signed error (> 0: over-predicted)
+    within_10: int  #: rows within 10%
+
+
+def error_summary(judgements) -> ErrorSummary:
+    """The :class:`ErrorSummary` of the judgements that have an error (a measured quantity)."""
+    errors = [j.error for j in judgements if j.error is not None]
+    if not errors:
+        raise ValueError("no measured rows")
+    return ErrorSummary(
+        rows=len(errors), mean_abs=statistics.fmean(abs(e) for e in errors),
+        median_abs=statistics.median(abs(e) for e in errors),
+        worst=max(errors, key=abs), bias=statistics.fmean(errors),
+        within_10=sum(abs(e) < 0.10 for e in errors))
+
+
+def _print_report() -> None:  # pragma: no cover - the command docs/memory.md names
+    judgements = judge_all()
+    gib = 2 ** 30
+    print("| id | ran | verdict (stated knobs, rest fitted) | needs GiB | fitted | measured GiB "
+          "| predicted GiB | error |")
+    print("|---|---|---|---|---|---|---|---|")
+    for j in judgements:
+        r = j.run
+        meas = "" if r.measured is None else f"{r.measured / gib:.2f} ({r.quantity})"
+        pred = "" if j.predicted is None else f"{j.predicted / gib:.2f}"
+        err = "" if j.error is None else f"{100 * j.error:+.1f}%"
+        print(f"| {r.id} | {'yes' if r.ran else 'OOM'} | {j.verdict} | {j.need / gib:.1f} | "
+              f"{j.knobs.split(';')[0][:60]} | {meas} | {pred} | {err} |")
+    working = [j for j in judgements if j.run.ran]
+    refused = sum(j.verdict == "does not fit" for j in working)
+    print(f"\nworking configurations: {len(working)}, refused: {refused}")
+    for label, quantity in (("all measured", None), ("nvidia-smi", "nvidia-smi"),
+                            ("max_memory_allocated", "max_memory_allocated")):
+        rows = [j for j in working if quantity is None or j.run.quantity == quantity]
+        s = error_summary(rows)
+        print(f"{label}: {s.rows} test rows, mean |error| {100 * s.mean_abs:.1f}%, median "
+              f"{100 * s.median_abs:.1f}%, worst {100 * s.worst:+.1f}%, bias {100 * s.bias:+.1f}%, "
+              f"within 10%: {s.within_10}")
+
+
+if __name__ == "__main__":
+    _print_report()
