@@ -133,16 +133,16 @@ def error_summary(judgements) -> ErrorSummary:
 def _print_report() -> None:  # pragma: no cover - the command docs/memory.md names
     judgements = judge_all()
     gib = 2 ** 30
-    print("| id | ran | verdict (stated knobs, rest fitted) | needs GiB | fitted | measured GiB "
-          "| predicted GiB | error |")
+    print("| id | ran | refused at 69473e3 | verdict (stated knobs, rest fitted) | needs GiB "
+          "| measured GiB | predicted GiB | error |")
     print("|---|---|---|---|---|---|---|---|")
     for j in judgements:
         r = j.run
         meas = "" if r.measured is None else f"{r.measured / gib:.2f} ({r.quantity})"
         pred = "" if j.predicted is None else f"{j.predicted / gib:.2f}"
         err = "" if j.error is None else f"{100 * j.error:+.1f}%"
-        print(f"| {r.id} | {'yes' if r.ran else 'OOM'} | {j.verdict} | {j.need / gib:.1f} | "
-              f"{j.knobs.split(';')[0][:60]} | {meas} | {pred} | {err} |")
+        print(f"| {r.id} | {'yes' if r.ran else 'OOM'} | {'yes' if r.refused_before else 'no'} | "
+              f"{j.verdict} | {j.need / gib:.1f} | {meas} | {pred} | {err} |")
     working = [j for j in judgements if j.run.ran]
     refused = sum(j.verdict == "does not fit" for j in working)
     print(f"\nworking configurations: {len(working)}, refused: {refused}")
