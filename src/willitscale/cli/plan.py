@@ -97,12 +97,20 @@ def _words(text, field, allowed):
 
 def _modes(text):
     """Recomputation modes, comma-separated (``modules:a+b`` writes a module set here)."""
-    from willitscale.workload.recompute import parse_recompute
+    from willitscale.errors import ConfigError
+    from willitscale.workload.recompute import MODE_HELP, parse_recompute
 
     if text is None:
         return None
-    return tuple(parse_recompute(w.strip().replace("+", ",")).name
-                 for w in str(text).split(",") if w.strip())
+    words = [w.strip() for w in str(text).split(",")]
+    if not all(words):
+        raise ConfigError("--recompute", text, "comma-separated modes with no empty entries: "
+                          + MODE_HELP + " (modules joined by +)")
+    try:
+        return tuple(parse_recompute(w.replace("+", ",")).name for w in words)
+    except ConfigError:
+        raise ConfigError("--recompute", text, "comma-separated modes: " + MODE_HELP
+                          + " (modules joined by +)") from None
 
 
 def space_from_args(args, memory_fraction: float | None = None):
