@@ -148,7 +148,9 @@ def _latest_fittable(store) -> list[int]:
           + ", ".join(f"{kind} run {i}" for (kind, *_), i in chosen.items())
           + " on the setup of run " + f"{fittable[0].id})"
           + (f"; runs {sorted(skipped)[-5:]} are on another setup (give ids to fit them)"
-             if skipped else ""), file=sys.stderr)
+             if skipped else "")
+          + (f"; the latest, run {runs[0].id} ({runs[0].kind}), is {runs[0].status} with "
+             f"{runs[0].rows} rows" if runs[0].id not in ids else ""), file=sys.stderr)
     return ids
 
 
