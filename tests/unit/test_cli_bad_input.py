@@ -284,7 +284,7 @@ def test_calibrate_passes_over_a_failed_latest_run(cli):
     failed = _failed_run()
     code, out, err = cli("calibrate", "--json")
     assert code == 0, err
-    assert f"note: calibrating run {good}" in err and f"run {failed} (matmul) is failed" in err
+    assert f"note: calibrating runs [{good}]" in err and f"run {failed} (matmul), is failed" in err
 
 
 def test_calibrate_with_only_failed_runs_names_the_latest(cli):

@@ -7,8 +7,10 @@
 
 A row is *in-sample* when it was one of the points the calibration was fitted to (its run is
 among the fitted runs and, for collectives, it is of the fitted op); everything else is a real
-test of the model. A run is predictable only on the setup it was calibrated on: same backend,
-and for runs across nodes of an emulated cluster, the same shaped uplink.
+test of the model. A run -- a sweep or a training step -- is predictable only on the setup it
+was calibrated on: same backend, and for runs across nodes of an emulated cluster, the same
+shaped uplink (a training run measured at another uplink is skipped with that reason, not
+reported as an out-of-sample error).
 """
 
 from __future__ import annotations
@@ -120,6 +122,10 @@ def _compare_collectives(run: MeasuredRun, cal: Calibration):
 
 
 def _compare_train(run: MeasuredRun, cal: Calibration):
+    if run.ranks > 1:  # its gradients cross the same links a sweep would: same checks
+        _, reason = collective_links(run, cal)
+        if reason:
+            return Skipped(run_id=run.id, kind=run.kind, reason=reason)
     out = []
     for row in run.rows:
         predicted, reason = predict_train_step(row, run, cal)

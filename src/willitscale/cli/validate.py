@@ -33,14 +33,14 @@ def register(subparsers) -> None:
 
 def _calibration(store, path: str | None):
     from willitscale.config import load_toml
-    from willitscale.errors import ConfigError
+    from willitscale.errors import ConfigError, StoreError
     from willitscale.hardware.calibration import Calibration, load_calibration
 
     if path:
         return load_calibration(path), path
     stored = store.calibrations()
     if not stored:
-        raise ConfigError("no calibration yet: run `willitscale calibrate` (or give --calibration FILE)")
+        raise StoreError("no calibration yet: run `willitscale calibrate` (or give --calibration FILE)")
     latest = stored[0]
     import tomllib
 

@@ -40,6 +40,11 @@ def _model(settings: Mapping[str, Any]):
 
 
 def _cluster(settings: Mapping[str, Any]):
+    if settings.get("preset") is None and settings.get("gpu") is None and settings.get("calibration"):
+        measured = sorted({c.device for c in _calibration(settings).compute}) or ["links only"]
+        raise ConfigError("gpu", None, "the catalog GPU the calibration's figures are for (it "
+                          f"measured: {', '.join(measured)}), e.g. --gpu h100-sxm, or a --preset "
+                          "node; `willitscale hardware list` shows them")
     return build_cluster(
         preset=settings.get("preset"), gpu=settings.get("gpu"), nodes=settings.get("nodes", 1),
         gpus_per_node=settings.get("gpus_per_node"), intra_node=settings.get("intra_node"),
