@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from willitscale.hardware.model import DTYPES
 from willitscale.scenario import settings as registry
-from willitscale.scenario.plan import PP_SCHEDULES, RECOMPUTE
+from willitscale.memory.frameworks import FRAMEWORKS
+from willitscale.scenario.plan import PP_SCHEDULES
+from willitscale.workload.recompute import MODE_HELP
 from willitscale.topology import TOPOLOGY_KINDS
 from willitscale.topology.routing import ROUTINGS
 from willitscale.units import parse_bandwidth, parse_size
@@ -35,12 +37,20 @@ SETTING_DOCS: dict[str, tuple[str, str]] = {
     "micro_batch": ("1 (or from global_batch)", "samples per GPU per forward/backward"),
     "global_batch": ("micro_batch x grad_accum x dp", "samples per optimizer step"),
     "grad_accum": ("1 (or from global_batch)", "micro-batches per optimizer step"),
-    "recompute": ("none", "activation recomputation: " + ", ".join(RECOMPUTE)),
+    "recompute": ("none", "activation recomputation: " + MODE_HELP),
     "dtype": ("bf16", "compute dtype: " + ", ".join(DTYPES)),
     "hfu": ("the compute model's", "hardware FLOPs utilisation to assume (give hfu or mfu)"),
     "mfu": ("the compute model's", "model FLOPs utilisation to assume (give hfu or mfu)"),
     "memory_convention": ("the estimate's", "how model state bytes are counted (docs/estimate.md)"),
     "memory_fraction": ("0.9", "share of GPU memory a plan may fill"),
+    "cuda_context": ("0.51GiB", "memory the CUDA context takes on each GPU (docs/memory.md)"),
+    "distribute_saved_activations": ("false", "Megatron's distribute-saved-activations: the "
+                                              "checkpointed layer inputs split over tp"),
+    "framework": ("implied by the plan", "whose memory layout to count: "
+                                         + ", ".join(FRAMEWORKS) + " (docs/memory.md)"),
+    "reduce_bucket_size": ("5e8", "DeepSpeed zero_optimization.reduce_bucket_size, elements"),
+    "overlap_comm": ("true with ZeRO-3, else false", "DeepSpeed zero_optimization.overlap_comm "
+                                                      "(a second bucket buffer)"),
     "optimizer": ("adamw-fused", "optimizer whose step is timed and whose state is counted"),
     "dp": ("what tp x pp x cp leave", "data-parallel replicas"),
     "tp": ("1", "tensor-parallel degree"),
