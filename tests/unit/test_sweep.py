@@ -153,16 +153,20 @@ def test_estimate_grid_rows(tmp_path):
     from willitscale.estimation.estimate import estimate
     from willitscale.scenario.build import build_scenario
 
-    grid = parse_grid({"kind": "estimate", "fixed": {"model": "gpt2", "gpu": "a100-80gb", "gpus_per_node": 8,
-                                                     "micro_batch": 4}, "grid": {"nodes": [1, 2]}})
+    # micro-batch 400 of 1,024 tokens does not fit in 80 GiB: numbers anyway, fits_in_memory False
+    grid = parse_grid({"kind": "estimate", "fixed": {"model": "gpt2", "gpu": "a100-80gb", "gpus_per_node": 8},
+                       "grid": {"nodes": [1, 2], "micro_batch": [4, 400]}})
     _run(tmp_path / "est.csv", grid)
     header, *rows = _rows(tmp_path / "est.csv")
+    assert len(rows) == 4
     for row in rows:
-        nodes = int(row[header.index("nodes")])
+        nodes, micro = int(row[header.index("nodes")]), int(row[header.index("micro_batch")])
         want = estimate(build_scenario({"model": "gpt2", "gpu": "a100-80gb", "gpus_per_node": 8,
-                                        "micro_batch": 4, "nodes": nodes}))
+                                        "micro_batch": micro, "nodes": nodes}), allow_oom=True)
         assert float(row[header.index("step_time_s")]) == want.step_time
         assert float(row[header.index("mfu")]) == want.mfu
+        assert float(row[header.index("memory_per_gpu_bytes")]) == want.memory_per_gpu
+        assert row[header.index("fits_in_memory")] == str(micro == 4) and row[-1] == ""
 
 
 # ------------------------------------------------------------------ the optional extras

@@ -9,8 +9,10 @@ alone when the grid is read) and the row of results it gives.
 * ``estimate``: ``willitscale estimate`` of a scenario given by the settings of a scenario file
   (:data:`willitscale.scenario.settings.SETTINGS`, flat: ``model``, ``gpu``, ``nodes``, ``tp``, ...).
 
-A point that cannot run (degrees that do not fit the cluster, a plan out of memory) gives a row
-whose ``error`` says why, and its result columns empty: it is a finished point.
+A point that cannot run (degrees that do not fit the cluster, a layout larger than the fabric)
+gives a row whose ``error`` says why, and its result columns empty: it is a finished point. An
+estimate whose plan does not fit in memory is not an error: its row has the numbers, with
+``fits_in_memory`` False and ``bottleneck`` "out of memory".
 """
 
 from __future__ import annotations
@@ -176,7 +178,8 @@ def _estimate_row(settings: Mapping[str, Any], seed: int | None) -> dict[str, An
     from willitscale.scenario.build import build_scenario
     from willitscale.scenario.settings import parse_setting
 
-    est = estimate(build_scenario({k: parse_setting(k, v) for k, v in settings.items()}))
+    # a plan out of memory still gets its numbers: fits_in_memory False, bottleneck "out of memory"
+    est = estimate(build_scenario({k: parse_setting(k, v) for k, v in settings.items()}), allow_oom=True)
     return {"step_time_s": est.step_time, "mfu": est.mfu, "tokens_per_s": est.tokens_per_s,
             "memory_per_gpu_bytes": est.memory_per_gpu, "fits_in_memory": est.memory.fits,
             "exposed_comms_s": est.breakdown.exposed_comms, "bubble_s": est.breakdown.bubble,
