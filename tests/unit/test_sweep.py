@@ -285,3 +285,13 @@ def test_fabric_rows_are_the_simulators_numbers(tmp_path):
     assert float(step_row[at]) == step.completion_time
     assert float(coll_row[at]) == coll.completion_time
     assert float(coll_row[header.index("busbw_GBps")]) == coll.busbw / 1e9
+
+
+def test_fabric_simulate_seeds_on_two_workers_print_what_one_prints(cli):
+    argv = ("fabric", "simulate", "--topology", "fat-tree", "--k", "8", "--oversubscription", "2",
+            "--routing", "ecmp", "--seeds", "1-4", "--size", "64MB", "--json")
+    code1, one, _ = cli(*argv)
+    code2, two, _ = cli(*argv, "--workers", "2")
+    assert code1 == code2 == 0 and one == two
+    code, _, err = cli(*argv, "--workers", "0")
+    assert code == 2 and "--workers = 0" in err

@@ -133,6 +133,9 @@ def _traffic_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--pxn", action="store_true", help="rail-aware: cross-rail data moves over NVLink first")
     g.add_argument("--seed", type=int, default=0, help="ECMP hash seed")
     g.add_argument("--seeds", help="several seeds: 1-10 or 1,4,7; reports mean and worst")
+    g.add_argument("--workers", type=int, default=1,
+                   help="with --seeds and a collective: run the seeds on this many worker processes "
+                        "(the pool of `willitscale sweep`; default 1, in this process)")
     g.add_argument("--jobs", type=int, default=1, help="equal jobs on the servers, each running the collective")
     g.add_argument("--job-layout", choices=("packed", "interleaved"), default="packed")
     g.add_argument("--incast", type=int, metavar="N", help="N GPUs on other servers all send --size to GPU 0")
@@ -311,6 +314,8 @@ def run_simulate(args) -> int:
 
     if args.jobs < 1:
         raise ConfigError("--jobs", args.jobs, "an integer >= 1 (1: the collective alone)")
+    if args.workers < 1:
+        raise ConfigError("--workers", args.workers, "an integer >= 1")
     if args.incast is not None and args.incast < 1:
         raise ConfigError("--incast", args.incast, "an integer >= 1: the GPUs sending to GPU 0")
     spec = _spec(args, args.topology)
@@ -356,13 +361,44 @@ def _simulate_collective(args, topo, size, seeds) -> dict:
         rep = run(seeds[0])
         out = rep.to_json()
     else:
-        sweep = sweep_seeds(run, seeds)
+        sweep = _seeds_on_pool(args, size, seeds) if args.workers > 1 else sweep_seeds(run, seeds)
         rep = sweep.worst
+        if rep.result is None:  # from a worker: its simulation stayed there; run the worst again here
+            rep = run(rep.routing.seed)
         out = {"op": rep.call.op.value, "size_bytes": size, "ranks": rep.call.ranks,
                "routing": rep.routing.name, **sweep.to_json()}
     out["traffic_matrix"] = traffic_matrix(rep.result.traffic, topo).to_json()
     out["_result"] = rep.result  # for --plot; run_simulate takes it out
     return out
+
+
+def _seeds_on_pool(args, size, seeds):
+    """The seed sweep of a collective, one seed per task on ``args.workers`` processes. The
+    reports come back without their simulation (it holds the whole topology): the same numbers."""
+    from willitscale.fabric.collective import SeedSweep
+    from willitscale.sweep.runner import map_on_pool
+
+    return SeedSweep(tuple(map_on_pool(_seed_report, [(args, size, s) for s in seeds], args.workers)))
+
+
+_TOPOLOGIES: dict = {}  # a worker's topology, built once per process
+
+
+def _seed_report(task):
+    """One seed's :class:`CollectiveReport`, without its simulation (run in a worker process)."""
+    from dataclasses import replace
+
+    from willitscale.fabric.collective import simulate_collective
+
+    args, size, seed = task
+    key = repr(sorted((k, v) for k, v in vars(args).items() if k != "run"))
+    if key not in _TOPOLOGIES:
+        _TOPOLOGIES.clear()
+        _TOPOLOGIES[key] = _spec(args, args.topology).build()
+    rep = simulate_collective(_TOPOLOGIES[key], args.collective, size, routing=_routing(args, seed),
+                              algorithm=args.algorithm, placement=args.placement,
+                              channels=args.channels, reuse_phases=not args.no_reuse)
+    return replace(rep, result=None)
 
 
 def _step_traffic(args, topo, size):

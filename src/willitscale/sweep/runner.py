@@ -21,7 +21,7 @@ from willitscale.sweep.grid import Grid, Point
 from willitscale.sweep.output import KEY_COLUMN
 from willitscale.sweep.points import KINDS, evaluate
 
-__all__ = ["SweepSummary", "columns_of", "run_sweep"]
+__all__ = ["SweepSummary", "columns_of", "map_on_pool", "run_sweep"]
 
 #: points one Ray task runs (a task per point would spend more on scheduling than on work)
 RAY_BATCH = 16
@@ -84,6 +84,22 @@ def _on_pool(kind: str, todo: Sequence[Point], workers: int) -> Iterator[dict]:
 
 def _batch_task(task: tuple[str, list[Point]]) -> list[dict]:
     return _rows_of_batch(*task)
+
+
+def map_on_pool(fn: Callable, items: Sequence, workers: int) -> list:
+    """``[fn(item) for item in items]`` on ``workers`` fresh processes (``fn`` importable by
+    name, items and results picklable), in the order of ``items``. Ctrl-C stops the workers."""
+    import multiprocessing
+
+    pool = multiprocessing.get_context("spawn").Pool(min(workers, max(len(items), 1)),
+                                                     initializer=_ignore_sigint)
+    try:
+        out = pool.map(fn, items, chunksize=1)
+        pool.close()
+        return out
+    finally:
+        pool.terminate()
+        pool.join()
 
 
 def _ray():
