@@ -37,6 +37,10 @@ GRID = {
 }
 
 
+#: the process group of the running head (for the test that kills one of its workers)
+_HEAD_GROUP: list[int] = []
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -56,6 +60,7 @@ def ray_head(monkeypatch):
     head = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
                             env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
     address = f"127.0.0.1:{port}"
+    _HEAD_GROUP[:] = [head.pid]  # start_new_session: the head's process group id is its pid
     try:
         _wait_for_head(head, port)
         yield address
@@ -101,3 +106,53 @@ def test_ray_head_gives_the_rows_of_a_process_pool(tmp_path, ray_head):
     on_ray = run_sweep(grid, open_rows(ray_out, columns_of(grid)), ray_address=ray_head)
     assert (pool.ran, on_ray.ran, on_ray.lost, on_ray.errors) == (216, 216, 0, 0)
     assert ray_out.read_bytes() == pool_out.read_bytes()
+
+
+def _busy_workers(group: int) -> list[int]:
+    """Process ids of the head's Ray workers running a sweep task (from /proc: no psutil)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        pgid = int(stat.rsplit(")", 1)[1].split()[3])  # fields after "(comm)": state ppid pgrp
+        if pgid == group and "_rows_of_batch" in title:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_lost_ray_worker_loses_no_point(tmp_path, ray_head, monkeypatch):
+    import threading
+
+    from willitscale.sweep import runner
+
+    # 2 tasks of 8 points of a 32-server fabric (about a second per task): one worker is killed
+    # while it runs its task; Ray runs the task again and the file is the in-process one
+    monkeypatch.setattr(runner, "RAY_BATCH", 8)
+    grid = parse_grid({"kind": "fabric", "seeds": "1-8", "fixed": {"nodes": 32, "size": "64MB"},
+                       "grid": {"routing": ["ecmp", "adaptive"]}})
+    here, on_ray = tmp_path / "here.csv", tmp_path / "ray.csv"
+    run_sweep(grid, open_rows(here, columns_of(grid)))
+    killed: list[int] = []
+
+    def kill_one_busy_worker():
+        deadline = time.monotonic() + 120
+        while not killed and time.monotonic() < deadline:
+            busy = _busy_workers(_HEAD_GROUP[0])
+            if busy:
+                time.sleep(0.3)  # let it be part-way through its points
+                os.kill(busy[0], signal.SIGKILL)
+                killed.append(busy[0])
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_one_busy_worker, daemon=True)
+    killer.start()
+    summary = run_sweep(grid, open_rows(on_ray, columns_of(grid)), ray_address=ray_head)
+    killer.join(timeout=5)
+    assert killed, "no busy Ray worker was seen to kill"
+    assert (summary.ran, summary.lost) == (16, 0)  # 2 routings x 8 seeds
+    assert on_ray.read_bytes() == here.read_bytes()
