@@ -40,6 +40,9 @@ NOT_EXPRESSIBLE_PATTERNS = (
      "mode says which share of the blocks is recomputed"),
     (re.compile(r"^selective: feed-forward", re.I),
      "only the MLP module of every block is checkpointed: no recompute mode names a module set"),
+    (re.compile(r"^selective \(torchtitan per-op SAC", re.I),
+     "torchtitan's per-op selective checkpointing (every other matmul's output saved, the rest "
+     "recomputed): no recompute mode names that op set"),
 )
 
 
@@ -56,12 +59,23 @@ def not_expressible(row: dict) -> str:
     for pattern, why in NOT_EXPRESSIBLE_PATTERNS:
         if pattern.search(str(row.get("recompute", ""))):
             return why
+    if "offload" in str(row.get("sharding", "")).lower():
+        return ("optimizer states (and parameters) offloaded to CPU memory: offloading is not "
+                "modelled")
+    if "offload" in str(row.get("recompute", "")).lower():
+        return "checkpointed activations offloaded to host memory: offloading is not modelled"
+    if "ulysses" in (str(row.get("attention_kernel", "")) + str(row.get("framework", ""))
+                     + row["id"]).lower() and row.get("cp", 1) > 1:
+        return ("Ulysses (all-to-all) sequence parallelism: willitscale's context parallelism is "
+                "ring attention")
     return ""
 
 
 def _inter_node(row: dict, assumed: list[str]) -> str | None:
     """The ``inter_node`` setting for a row's free-text network, or None for the GPU default."""
     text = str(row.get("inter_node", "")).lower()
+    if "compute:" in text:  # MLPerf system descriptions: storage, compute, management NICs
+        text = text.split("compute:", 1)[1]
     gpus = row["nodes"] * row["gpus_per_node"] if row.get("nodes") else 0
     if "3.2 tbps" in text:
         return "8x400Gbps"
@@ -69,6 +83,9 @@ def _inter_node(row: dict, assumed: list[str]) -> str | None:
         return "8x400Gbps"
     if "8 x 200" in text:
         return "8x200Gbps"
+    nics = re.search(r"(\d+)\s*x\s*[a-z0-9 .-]*?(\d{3})\s*gb", text)
+    if nics:
+        return f"{nics.group(1)}x{nics.group(2)}Gbps"
     if text.startswith("800 gbps"):
         return "2x400Gbps"
     if text.startswith("400 gbps"):
@@ -157,6 +174,8 @@ def transformer_fields(name: str, shape: dict) -> dict:
            "tied_embeddings": shape["tied_embeddings"], "norm": shape["norm"],
            "position": "learned" if shape["position"] == "learned" else "rope",
            "bias": shape["bias"], "max_positions": shape.get("max_positions", 2048)}
+    if "head_dim" in shape:
+        out["head_dim"] = shape["head_dim"]
     if out["position"] == "rope":
         out["max_positions"] = 131072
     return out
@@ -276,9 +295,10 @@ def _extra(row: dict) -> dict:
     for key, v in row.items():
         if key.startswith("extra_") and key != "extra_mfu_as_published":
             name = key[len("extra_"):]
-            if isinstance(v, str) and v.endswith("k"):
+            if isinstance(v, str) and re.fullmatch(r"[0-9.]+k", v):
                 v = float(v[:-1]) * 1e3
-            out[name] = float(v)
+            if isinstance(v, (int, float)):
+                out[name] = float(v)
     return out
 
 
@@ -305,7 +325,11 @@ def data_row(row: dict) -> dict:
     else:
         settings, more = settings_for(row)
         assumed += more
+        if str(row.get("extra_tp_comm_overlap", "")).startswith("userbuffers"):
+            settings["tp_comm_overlap"] = True
         out["settings"] = settings
+    if "extra_cuda_graphs" in row:
+        out["note"] = f"CUDA graphs: {row['extra_cuda_graphs']} (not modelled)"
     out["assumed"] = assumed
     out["extra"] = _extra(row)
     return out
