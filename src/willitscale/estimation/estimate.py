@@ -30,6 +30,7 @@ from willitscale.estimation.mpreport import model_parallel_parts
 from willitscale.estimation.result import (
     Bottleneck,
     Breakdown,
+    ComputeKinds,
     MemoryBreakdown,
     StepEstimate,
 )
@@ -195,7 +196,29 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
         unknowns=parts.unknowns,
         timeline=parts.timeline, plan=_plan_json(plan), pipeline=parts.pipeline,
         placement=parts.placement,
-        warnings=scope_warnings + tuple(scenario.cluster.warnings) + tuple(parts.warnings))
+        warnings=scope_warnings + tuple(scenario.cluster.warnings) + tuple(parts.warnings),
+        mfu_causal=float(np.asarray(result.mfu_causal)[0]),
+        compute_kinds=_compute_kinds(result), compute_model=_compute_model(ctx))
+
+
+def _compute_kinds(result) -> ComputeKinds | None:
+    kinds = result.detail.get("compute_kinds") or {}
+    if not kinds:
+        return None
+    one = lambda part, k: float(np.asarray(kinds[part][k])[0])  # noqa: E731
+    names = ("gemm", "attention", "memory", "overhead")
+    total = {k: one("forward", k) + one("backward", k) for k in names}
+    return ComputeKinds(**total, recompute=sum(one("recompute", k) for k in names),
+                        forward=sum(one("forward", k) for k in names),
+                        backward=sum(one("backward", k) for k in names))
+
+
+def _compute_model(ctx) -> str:
+    if ctx.spec is not None:
+        return "per-op model"
+    if ctx.efficiency is None:
+        return "measured single-GPU step"
+    return f"flat {ctx.efficiency.describe()}"
 
 
 def _plan_json(plan) -> dict:

@@ -61,9 +61,21 @@ def _check(owner: str, name: str, value: float, low: float = 0.0, high: float = 
                           f"a number {bound}" + (f" and <= {high:g}" if high < math.inf else ""))
 
 
+def _data(raw) -> tuple[tuple[float, ...], ...]:
+    """``data = [[x, ..., y], ...]``: the points a curve was fitted to (numbers only)."""
+    rows = []
+    for row in raw:
+        if not isinstance(row, list) or not row or any(
+                isinstance(v, bool) or not isinstance(v, (int, float)) for v in row):
+            raise ValueError
+        rows.append(tuple(float(v) for v in row))
+    return tuple(rows)
+
+
 def _fit_fields(t: Table) -> dict:
     return {"points": t.int("points", 0, min=0), "rms_error": t.float("rms_error", 0.0, min=0),
-            "runs": tuple(int(r) for r in t.list("runs", [])), "source": t.str("source", "")}
+            "runs": tuple(int(r) for r in t.list("runs", [])), "source": t.str("source", ""),
+            "data": t.get("data", _data, "a list of lists of numbers", ())}
 
 
 def _fit_lines(entry) -> list[str]:
@@ -74,6 +86,10 @@ def _fit_lines(entry) -> list[str]:
         lines.append(f"runs = {_ints(entry.runs)}")
     if entry.source:
         lines.append(f"source = {fmt_string(entry.source)}")
+    if entry.data:
+        lines.append("data = [" + ", ".join(
+            "[" + ", ".join(str(int(v)) if v.is_integer() else repr(v) for v in row) + "]"
+            for row in entry.data) + "]")
     return lines
 
 
@@ -134,6 +150,7 @@ class GemmCurve:
     rms_error: float = 0.0
     runs: tuple[int, ...] = ()
     source: str = ""
+    data: tuple[tuple[float, ...], ...] = ()  #: the points fitted (see each class)
 
     def __post_init__(self) -> None:
         owner = f"gemm {self.dtype}"
@@ -184,6 +201,7 @@ class AttentionCurve:
     rms_error: float = 0.0
     runs: tuple[int, ...] = ()
     source: str = ""
+    data: tuple[tuple[float, ...], ...] = ()  #: the points fitted (see each class)
 
     def __post_init__(self) -> None:
         owner = f"attention {self.kernel} {self.direction}"
@@ -225,6 +243,7 @@ class MemoryCurve:
     rms_error: float = 0.0
     runs: tuple[int, ...] = ()
     source: str = ""
+    data: tuple[tuple[float, ...], ...] = ()  #: the points fitted (see each class)
 
     def __post_init__(self) -> None:
         _check("memory", "achievable_GBps", self.bandwidth)

@@ -19,6 +19,7 @@ from typing import Any
 
 from willitscale.compute.efficiency import DEFAULT_OVERLAP_SLOWDOWN, Efficiency
 from willitscale.compute.kernels import OPTIMIZER_BYTES
+from willitscale.compute.options import ComputeOptions
 from willitscale.errors import ConfigError
 from willitscale.hardware.model import Cluster
 from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
@@ -128,6 +129,7 @@ class Scenario:
     calibration: Any = None  #: a willitscale.hardware.calibration.Calibration, when given
     network: Any = None  #: a willitscale.fabric.FlowNetwork (--network flow); None: the analytic model
     options: ParallelOptions = field(default_factory=ParallelOptions)  #: placement, overlap, attention
+    compute: ComputeOptions = field(default_factory=ComputeOptions)  #: kernels: attention, fusion, FP8
     #: share of HBM a plan may fill (the planner's rule too): the rest is for what the model does
     #: not count (CUDA context, NCCL workspaces, fragmentation)
     memory_fraction: float = DEFAULT_MEMORY_FRACTION

@@ -20,7 +20,8 @@ A scenario file (``examples/*.toml``)::
     micro_batch = 2    # and/or global_batch, grad_accum
     recompute = "full"
     dtype = "bf16"
-    hfu = 0.5          # or mfu
+    hfu = 0.5          # or mfu (replaces the per-op compute model)
+    # attention_kernel = "auto", fusion = "fused", fp8_recipe = "delayed" (docs/estimate.md)
 
     [parallel]         # dp, tp, pp, cp, ep, zero, fsdp, shard_scope, pp_schedule, virtual_stages,
                        # sequence_parallel, rank_order, tp_comm_overlap, flash_attention
@@ -137,6 +138,9 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "memory_convention": ("training", _str),
     "memory_fraction": ("training", _fraction),
     "optimizer": ("training", _str),
+    "attention_kernel": ("training", _str),
+    "fusion": ("training", _str),
+    "fp8_recipe": ("training", _str),
     # parallel
     "dp": ("parallel", _int), "tp": ("parallel", _int), "pp": ("parallel", _int),
     "cp": ("parallel", _int), "ep": ("parallel", _int), "zero": ("parallel", _int),
