@@ -105,3 +105,16 @@ def test_tp_overlap_hides_all_but_one_chunk():
     compute = np.array([[10.0, 2.0, 0.0]])
     got = overlap_exposed(comm, compute, np.array([4.0]))
     assert got.tolist() == [[1.0, 2.5, 4.0]]
+
+
+def test_the_html_report_splits_compute_by_op_kind():
+    from willitscale.report.verdict import percent
+    from willitscale.report.html import _compute_table
+
+    est = estimate(build_scenario(LLAMA))
+    table = _compute_table(est)
+    k = est.compute_kinds
+    for name, v in (("GEMM", k.gemm), ("attention", k.attention), ("memory-bound", k.memory)):
+        assert name in table and percent(v / k.total) in table
+    flat = _compute_table(estimate(build_scenario({**LLAMA, "hfu": 0.4})))
+    assert "no split by op kind" in flat and "HFU 0.4" in flat
