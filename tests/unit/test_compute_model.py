@@ -118,3 +118,16 @@ def test_the_html_report_splits_compute_by_op_kind():
         assert name in table and percent(v / k.total) in table
     flat = _compute_table(estimate(build_scenario({**LLAMA, "hfu": 0.4})))
     assert "no split by op kind" in flat and "HFU 0.4" in flat
+
+
+def test_the_timeline_spans_carry_the_split_by_op_kind():
+    est = estimate(build_scenario(LLAMA))
+    k = est.compute_kinds
+    fwd = next(s for s in est.timeline.spans if s.kind == "forward")
+    shares = {n: fwd.args[f"{n}_share"] for n in ("gemm", "attention", "memory", "overhead")}
+    assert sum(shares.values()) == pytest.approx(1.0, abs=1e-3)
+    # the backward moves 2.5x the attention FLOPs and 2x the GEMM FLOPs: attention's share of
+    # the backward is at least its share of the forward
+    bwd = next(s for s in est.timeline.spans if s.kind == "backward")
+    assert bwd.args["attention_share"] >= shares["attention"] > 0
+    assert k.share("attention") > 0

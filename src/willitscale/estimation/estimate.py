@@ -20,6 +20,8 @@ parallelism: docs/parallelism.md.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from willitscale.compute.efficiency import resolved_efficiency
@@ -63,8 +65,6 @@ def memory_of(result, scenario, index: int = 0) -> MemoryBreakdown:
 
 def _variants(plan, has_shape: bool):
     """Single changes that reduce memory: ZeRO stages, full recomputation, micro-batch 1."""
-    from dataclasses import replace
-
     out = []
     if plan.dp * plan.cp > 1:
         out += [(f"--zero {z}", replace(plan, zero=z)) for z in range(plan.zero + 1, 4)]
@@ -194,7 +194,8 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
         nodes=scenario.cluster.nodes, memory=memory, comm_ops=parts.comm_ops,
         bottleneck=bottleneck, assumptions=tuple(parts.assumptions) + scope_assumptions,
         unknowns=parts.unknowns,
-        timeline=parts.timeline, plan=_plan_json(plan), pipeline=parts.pipeline,
+        timeline=_timeline_with_kinds(parts.timeline, result),
+        plan=_plan_json(plan), pipeline=parts.pipeline,
         placement=parts.placement,
         warnings=scope_warnings + tuple(scenario.cluster.warnings) + tuple(parts.warnings),
         mfu_causal=float(np.asarray(result.mfu_causal)[0]),
@@ -211,6 +212,22 @@ def _compute_kinds(result) -> ComputeKinds | None:
     return ComputeKinds(**total, recompute=sum(one("recompute", k) for k in names),
                         forward=sum(one("forward", k) for k in names),
                         backward=sum(one("backward", k) for k in names))
+
+
+def _timeline_with_kinds(timeline, result):
+    """The timeline's forward and backward spans carry the per-op model's split of their pass
+    by op kind (shares of the pass, in the trace viewer's arguments)."""
+    kinds = result.detail.get("compute_kinds") or {}
+    if timeline is None or not kinds:
+        return timeline
+    shares = {}
+    for part in ("forward", "backward"):
+        seconds = {k: float(np.asarray(v)[0]) for k, v in kinds[part].items()}
+        total = sum(seconds.values())
+        shares[part] = {f"{k}_share": round(v / total, 4) for k, v in seconds.items()} if total else {}
+    spans = tuple(replace(s, args={**dict(s.args), **shares[s.kind]}) if s.kind in shares else s
+                  for s in timeline.spans)
+    return replace(timeline, spans=spans)
 
 
 def _compute_model(ctx) -> str:
