@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from willitscale.calibrate.compute import compute_calibrations
 from willitscale.calibrate.links import link_calibrations
+from willitscale.calibrate.profile_fit import gemm_sections
 from willitscale.calibrate.runs import MeasuredRun
 from willitscale.errors import ConfigError
 from willitscale.hardware.calibration import Calibration
@@ -16,7 +17,8 @@ __all__ = ["calibrate"]
 
 def calibrate(runs: Sequence[MeasuredRun], *, created: str, op: str | None = None,
               gpu: str | None = None) -> tuple[Calibration, list[str]]:
-    """Fit every link level and compute entry ``runs`` measured."""
+    """Fit every link level and compute entry ``runs`` measured, and the GEMM curves of the
+    matmul sweeps on a catalog GPU (:mod:`.profile_fit`)."""
     if not runs:
         raise ConfigError("runs", [], "at least one stored run")
     links, link_notes = link_calibrations(runs, op=op)
@@ -29,8 +31,10 @@ def calibrate(runs: Sequence[MeasuredRun], *, created: str, op: str | None = Non
                           f"runs with something to fit: collective sweeps, matmul or train runs ({why})")
     setups = sorted({r.setup for r in runs})
     shapes = sorted({f"{r.nodes} x {r.ranks_per_node}" for r in runs})
+    provenance, gemm, gemm_notes = gemm_sections(runs, gpu=gpu)
     cal = Calibration(links=tuple(links), compute=tuple(compute), created=created,
+                      provenance=provenance, sections={"gemm": gemm} if gemm else {},
                       runs=tuple(sorted(r.id for r in runs)),
                       setup=f"{'; '.join(setups)}; nodes x ranks: {', '.join(shapes)}",
                       source=f"willitscale calibrate on {socket.gethostname()}")
-    return cal, link_notes + compute_notes
+    return cal, link_notes + compute_notes + gemm_notes
