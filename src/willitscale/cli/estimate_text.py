@@ -68,6 +68,10 @@ def compute_lines(est) -> list[str]:
                  f"{parts}")
         if k.recompute > 0:
             first += f"; recomputation {format_time(k.recompute)} of it"
+    elif est.compute_model.startswith("flat") and "default" in est.compute_model:
+        first = (f"[bold]Compute[/bold] {format_time(est.compute)}: "
+                 f"{escape(est.compute_model)}: the per-op model needs the model's shape and "
+                 "the GPU's compute curves (no split by op kind)")
     elif est.compute_model.startswith("flat"):
         first = (f"[bold]Compute[/bold] {format_time(est.compute)}: "
                  f"{escape(est.compute_model)}, one fraction replacing the per-op model (no "
