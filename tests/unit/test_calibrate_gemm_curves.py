@@ -82,3 +82,33 @@ def test_cpu_runs_write_no_curve():
     cal, _ = calibrate([run], created="now")
     assert cal.section("gemm") == () and cal.provenance is None
     assert isinstance(cal, Calibration)
+
+
+def _train_run(seconds: float, run_id=3):
+    from willitscale.results.records import TrainRow
+
+    row = TrainRow(model="gpt2-medium", layers=24, hidden=1024, heads=16, vocab=50257,
+                   seq_len=1024, params=354_823_168, batch_per_rank=8, ranks=1, nodes=1,
+                   dtype="bfloat16", bucket_bytes=25 * 2**20, device=DEVICE, step=2 * seconds,
+                   forward=seconds / 3, backward=2 * seconds / 3, backward_no_sync=2 * seconds / 3,
+                   optimizer=0.01, steps=5)
+    return MeasuredRun(id=run_id, kind="train", started_at="x", backend="nccl", ranks=1, nodes=1,
+                       ranks_per_node=1, devices=(DEVICE,), uplink=None, rows=(row,))
+
+
+def test_a_train_step_fits_the_sustained_factor():
+    # the measured step is the per-op model's own at factor 0.7 (built-in curves): the fit
+    # must find 0.7 again, and a profile with it reproduces the step
+    from willitscale.calibrate.profile_fit import _step_compute
+    from willitscale.hardware.profile import Provenance, SustainedRate
+
+    gpu = get_gpu("h100-sxm")
+    truth = Calibration(provenance=Provenance(gpu="h100-sxm"),
+                        sections={"sustained": (SustainedRate(factor=0.7),)})
+    seconds = _step_compute(_train_run(1.0).rows[0], gpu, truth)
+    cal, notes = calibrate([_train_run(seconds)], created="now", gpu="h100-sxm")
+    (fit,) = cal.section("sustained")
+    assert fit.factor == pytest.approx(0.7, rel=1e-4)
+    assert cal.provenance.gpu == "h100-sxm" and fit.runs == (3,)
+    assert gpu_curves(gpu, cal).sustained == pytest.approx(0.7, rel=1e-4)
+    assert _step_compute(_train_run(1.0).rows[0], gpu, cal) == pytest.approx(seconds, rel=1e-4)

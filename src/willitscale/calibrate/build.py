@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from willitscale.calibrate.compute import compute_calibrations
 from willitscale.calibrate.links import link_calibrations
-from willitscale.calibrate.profile_fit import gemm_sections
+from willitscale.calibrate.profile_fit import gemm_sections, sustained_section
 from willitscale.calibrate.runs import MeasuredRun
 from willitscale.errors import ConfigError
 from willitscale.hardware.calibration import Calibration
@@ -32,9 +32,14 @@ def calibrate(runs: Sequence[MeasuredRun], *, created: str, op: str | None = Non
     setups = sorted({r.setup for r in runs})
     shapes = sorted({f"{r.nodes} x {r.ranks_per_node}" for r in runs})
     provenance, gemm, gemm_notes = gemm_sections(runs, gpu=gpu)
+    sections = {"gemm": gemm} if gemm else {}
+    provenance, sustained, sustained_notes = sustained_section(
+        runs, provenance=provenance, sections=sections, gpu=gpu)
+    if sustained:
+        sections["sustained"] = sustained
     cal = Calibration(links=tuple(links), compute=tuple(compute), created=created,
-                      provenance=provenance, sections={"gemm": gemm} if gemm else {},
+                      provenance=provenance, sections=sections,
                       runs=tuple(sorted(r.id for r in runs)),
                       setup=f"{'; '.join(setups)}; nodes x ranks: {', '.join(shapes)}",
                       source=f"willitscale calibrate on {socket.gethostname()}")
-    return cal, link_notes + compute_notes + gemm_notes
+    return cal, link_notes + compute_notes + gemm_notes + sustained_notes

@@ -44,6 +44,8 @@ class GpuCurves:
     attention: tuple[AttentionCurve, ...]
     memory: MemoryCurve
     measured: tuple[str, ...] = ()  #: the sections a calibration replaced ("gemm bf16", ...)
+    #: a calibration's measured sustained-rate factor (None: the architecture's built-in one)
+    sustained: float | None = None
     borrowed: str = ""  #: "same_as" chain, in words, when the GPU takes another's curves
 
     def gemm_for(self, dtype: str) -> GemmCurve:
@@ -133,6 +135,7 @@ def gpu_curves(gpu, calibration=None) -> GpuCurves | None:
     curves (then the flat default efficiency applies, and the estimate says so)."""
     spec = _resolved(gpu.name)
     measured: list[str] = []
+    sustained = None
     if spec is None:
         return None
     gemm, attention, memory = dict(spec["gemm"]), dict(spec["attention"]), spec["memory"]
@@ -146,8 +149,11 @@ def gpu_curves(gpu, calibration=None) -> GpuCurves | None:
         for c in calibration.section("memory"):
             memory = c
             measured.append("memory")
+        for c in calibration.section("sustained"):
+            sustained = c.factor
+            measured.append("sustained")
     if memory is None:
         raise ConfigError(f"compute/curves.toml: gpu {gpu.name} has no memory entry")
     return GpuCurves(gpu=gpu.name, architecture=spec["arch"], attention_kernel=spec["kernel"], gemm=gemm,
                      attention=tuple(attention.values()), memory=memory,
-                     measured=tuple(measured), borrowed=spec["borrowed"])
+                     measured=tuple(measured), borrowed=spec["borrowed"], sustained=sustained)

@@ -39,7 +39,8 @@ def layer_spec(scenario) -> LayerSpec | None:
     curves = gpu_curves(gpu, scenario.calibration)
     if model is None or curves is None or scenario.dtype not in curves.gemm:
         return None
-    curves = sustained_curves(curves, sustained_factor(curves.architecture))
+    factor = curves.sustained if curves.sustained is not None else sustained_factor(curves.architecture)
+    curves = sustained_curves(curves, factor)
     options = scenario.compute
     kernel = curves.attention_kernel if options.attention_kernel == "auto" else options.attention_kernel
     s = scenario.seq_len

@@ -23,7 +23,8 @@ cdna3           0.815   no fit row: Hopper's (a named approximation)
 ==============  ======  ========================================================================
 
 A measured profile's curves (``bench matmul`` on the user's GPUs) are benchmarks too: the same
-factor applies to them.
+factor applies to them, unless the profile holds its own (``[[sustained]]``, which ``calibrate``
+fits to ``bench train`` steps: :mod:`willitscale.calibrate.profile_fit`).
 """
 
 from __future__ import annotations

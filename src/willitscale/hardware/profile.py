@@ -13,7 +13,9 @@ Sections (this module's :data:`SECTIONS`; each entry class reads itself from a T
   :mod:`willitscale.compute.gemm`);
 * ``attention``: one attention kernel curve per kernel, pass, causality and dtype
   (:class:`AttentionCurve`, :mod:`willitscale.compute.attention`);
-* ``memory``: achievable HBM bandwidth and the fixed cost of one kernel (:class:`MemoryCurve`).
+* ``memory``: achievable HBM bandwidth and the fixed cost of one kernel (:class:`MemoryCurve`);
+* ``sustained``: the share of those kernel rates a training step sustains (:class:`SustainedRate`,
+  :mod:`willitscale.compute.sustained`), fitted to ``bench train`` steps.
 
 **Adding a section** (the NCCL and GPU measurement work do): write a frozen entry class with a
 ``key`` property (what makes two entries the same: one wins), ``from_table(t)`` and
@@ -31,7 +33,7 @@ from types import MappingProxyType
 from willitscale.config import Table
 from willitscale.errors import ConfigError
 
-__all__ = ["Provenance", "GemmCurve", "AttentionCurve", "MemoryCurve", "SECTIONS",
+__all__ = ["Provenance", "GemmCurve", "AttentionCurve", "MemoryCurve", "SustainedRate", "SECTIONS",
            "ATTENTION_PASSES", "fmt_number", "fmt_string"]
 
 TFLOP = 1e12
@@ -265,5 +267,35 @@ class MemoryCurve:
                 f"kernel_overhead_us = {fmt_number(self.kernel_overhead / US)}", *_fit_lines(self)]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SustainedRate:
+    """The share of the kernel benchmarks' GEMM and attention rates a training step sustains
+    on these GPUs (:mod:`willitscale.compute.sustained`), fitted to ``bench train`` steps."""
+
+    factor: float
+    points: int = 0
+    rms_error: float = 0.0
+    runs: tuple[int, ...] = ()
+    source: str = ""
+    data: tuple[tuple[float, ...], ...] = ()  #: (measured forward + backward s, the factor reproducing it)
+
+    def __post_init__(self) -> None:
+        _check("sustained", "factor", self.factor, 0.0, 2.0)
+
+    @property
+    def key(self) -> tuple:
+        return ()
+
+    @classmethod
+    def from_table(cls, t: Table) -> SustainedRate:
+        out = cls(factor=t.float("factor", positive=True), **_fit_fields(t))
+        t.done()
+        return out
+
+    def toml_lines(self) -> list[str]:
+        return ["[[sustained]]", f"factor = {fmt_number(self.factor)}", *_fit_lines(self)]
+
+
 #: section name -> entry class; add a line here to add a section (see the module docstring)
-SECTIONS = MappingProxyType({"gemm": GemmCurve, "attention": AttentionCurve, "memory": MemoryCurve})
+SECTIONS = MappingProxyType({"gemm": GemmCurve, "attention": AttentionCurve, "memory": MemoryCurve,
+                             "sustained": SustainedRate})
