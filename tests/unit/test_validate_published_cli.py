@@ -66,3 +66,23 @@ def test_fit_side_has_only_fit_rows(cli, few_rows):
 def test_published_takes_no_run_ids(cli):
     code, _, err = cli("validate", "--published", "3")
     assert code != 0 and "--published" in err
+
+
+def test_sources_facts_become_kernel_settings():
+    # docs/validation.md, "From the sources' facts to kernel settings"
+    from dataclasses import replace
+
+    from willitscale.validation.published import execution_settings
+
+    base = next(r for r in PUBLISHED_RUNS if r.expressible and r.dtype == "bf16")
+    plain = replace(base, attention_kernel="", framework="Megatron-LM", compiled=False)
+    assert execution_settings(plain) == {}
+    for text in ("FlashAttention-2", "PyTorch SDPA", "flash-attn 2.5", "FlashAttention v1"):
+        assert execution_settings(replace(plain, attention_kernel=text)) == {"attention_kernel": "fa2"}
+    eager = replace(plain, framework="IBM fms-fsdp (FSDP1)")
+    assert execution_settings(eager) == {"fusion": "eager"}
+    assert execution_settings(replace(eager, compiled=True)) == {}
+    fp8 = replace(plain, settings={**plain.settings, "dtype": "fp8"})
+    for recipe, want in (("", "delayed"), ("tensorwise dynamic", "tensorwise"),
+                         ("dynamic scaling", "tensorwise"), ("rowwise", "rowwise")):
+        assert execution_settings(replace(fp8, fp8_recipe=recipe)) == {"fp8_recipe": want}
