@@ -58,13 +58,21 @@ LLAMA_8B = {"model": "llama3-8b", "gpu": "h100-sxm", "nodes": 1, "gpus_per_node"
             "zero": 3, "micro_batch": 1, "seq_len": 8192, "global_batch": 8}
 
 
-@pytest.mark.xfail(strict=True, reason="PaLM-style MFU 0.590: the per-op model, fitted on the "
-                   "fit rows, runs this single-node FSDP step compute-bound at ~0.62 of peak in "
-                   "the GEMMs; the 8B fit rows are over-predicted by +12% too")
 def test_llama3_8b_fsdp_h100_palm_mfu_between_030_and_050():
     # willitscale estimate --model llama3-8b --gpu h100-sxm --nodes 1 --gpus-per-node 8 --dp 8
     #   --zero 3 --micro-batch 1 --seq-len 8192 --global-batch 8
+    # recomputation is not stated: the estimate fits it (estimation.fit): without it the step
+    # is 'tight' in memory (56 GiB allocated, the allocator's typical reserve over 80 GiB), so
+    # it takes full recomputation: PaLM-style MFU 0.454
     est = estimate(build_scenario(LLAMA_8B))
+    assert 0.30 <= est.mfu <= 0.50
+
+
+@pytest.mark.xfail(strict=True, reason="PaLM-style MFU 0.590 with --recompute none: the per-op "
+                   "model runs this single-node FSDP step compute-bound at ~0.62 of peak in the "
+                   "GEMMs; the 8B fit rows are over-predicted by +12% too")
+def test_llama3_8b_without_recomputation_palm_mfu_at_most_050():
+    est = estimate(build_scenario({**LLAMA_8B, "recompute": "none"}))
     assert 0.30 <= est.mfu <= 0.50
 
 

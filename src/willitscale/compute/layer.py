@@ -34,8 +34,10 @@ activations and weights forward, output gradients backward); attention, the norm
 memory-bound and the LM head stay in bf16, as Transformer Engine runs them by default
 (``fp8_dpa = False``) and torchao leaves the output layer out.
 
-Recomputation reruns the forward of a set of operations (:data:`RECOMPUTE_OPS`): the attention
-core for ``selective`` (Korthikanti et al. 2022, section 4.2), every operation for ``full``.
+Recomputation reruns the forward of a set of operations (:func:`rerun_ops`): the attention
+core for ``selective`` (Korthikanti et al. 2022, section 4.2), the operations of the named
+Megatron-Core modules for ``modules:...`` (:data:`MODULE_OPS`), every operation for ``full``;
+the share of layers a mode covers (``layers:N``, ``every:K``) scales it in the step engine.
 """
 
 from __future__ import annotations
@@ -47,15 +49,27 @@ import numpy as np
 from willitscale.compute.attention import fused_attention, unfused_attention_gemms
 from willitscale.compute.gemm import gemm_time
 from willitscale.compute.ops import fp8_cast_bytes, mem_op
+from willitscale.workload.recompute import rerun_modules
 
-__all__ = ["LayerSpec", "OpTime", "layer_ops", "head_ops", "embedding_ops", "RECOMPUTE_OPS",
+__all__ = ["LayerSpec", "OpTime", "layer_ops", "head_ops", "embedding_ops", "MODULE_OPS", "rerun_ops",
            "KINDS"]
 
 #: the kinds compute time is reported by
 KINDS = ("gemm", "attention", "memory", "overhead")
-#: operations each recomputation mode reruns (None: every operation of the layer); a new mode
-#: plugs in with its operation names (``layer_ops`` names) and the share of layers it applies to
-RECOMPUTE_OPS = {"none": (), "selective": ("attention core",), "full": None}
+#: the operations (``layer_ops`` names) each Megatron-Core recompute module reruns
+#: (:data:`willitscale.workload.recompute.MODULES`): the attention core, the two norms, the dense
+#: MLP with its FP8 casts
+MODULE_OPS = {"core_attn": ("attention core",),
+              "layernorm": ("input norm", "post-attention norm"),
+              "mlp": ("MLP up", "MLP up fp8 casts", "activation", "MLP down", "MLP down fp8 casts")}
+
+
+def rerun_ops(rerun: str) -> tuple[str, ...] | None:
+    """The operation names rerun set ``rerun`` reruns (None: every operation of the layer)."""
+    modules = rerun_modules(rerun)
+    if modules is None:
+        return None
+    return tuple(name for module in sorted(modules) for name in MODULE_OPS[module])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,11 +17,11 @@ from willitscale.compute.curves import gpu_curves
 from willitscale.compute.sustained import sustained_curves, sustained_factor
 from willitscale.compute.layer import (
     KINDS,
-    RECOMPUTE_OPS,
     LayerSpec,
     embedding_ops,
     head_ops,
     layer_ops,
+    rerun_ops,
 )
 from willitscale.workload.flops import RECOMPUTE, keys_per_query
 
@@ -93,7 +93,7 @@ def _recompute(ops, attr: str = "fwd"):
     """Per mode of :data:`~willitscale.workload.flops.RECOMPUTE`: the forward time rerun."""
     rows = []
     for mode in RECOMPUTE:
-        names = RECOMPUTE_OPS[mode]
+        names = rerun_ops(mode)
         chosen = ops if names is None else [o for o in ops if o.name in names]
         rows.append(_sum(chosen, attr) if chosen else np.zeros_like(np.asarray(ops[0].fwd, dtype=float)))
     return np.stack(np.broadcast_arrays(*rows))
@@ -159,7 +159,7 @@ def _recompute_kind(ops, kind: str):
     parts = [o for o in ops if o.kind == kind]
     rows = []
     for mode in RECOMPUTE:
-        names = RECOMPUTE_OPS[mode]
+        names = rerun_ops(mode)
         chosen = parts if names is None else [o for o in parts if o.name in names]
         rows.append(sum((np.asarray(o.fwd) - np.asarray(o.fwd_fixed) for o in chosen),
                         np.zeros_like(np.asarray(ops[0].fwd, dtype=float))))
