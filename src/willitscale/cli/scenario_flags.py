@@ -69,6 +69,10 @@ def _execution_flags(parser) -> None:
                                         "(default tp-cp-ep-dp-pp)")
     x.add_argument("--no-flash-attention", dest="flash_attention", action="store_const",
                    const="false", help="standard attention (keeps the s x s scores)")
+    x.add_argument("--collectives", choices=("nccl", "gloo", "alpha-beta"),
+                   help="how collectives are costed: nccl (default: NCCL's algorithm x protocol "
+                        "pick and achieved time), gloo (PyTorch's Gloo rings over TCP) or "
+                        "alpha-beta (textbook ring / double binary tree on the links)")
 
 
 def _parallel_flags(parser) -> None:

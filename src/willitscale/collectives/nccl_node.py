@@ -11,6 +11,8 @@ is given the Ampere rows.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from willitscale.collectives import nccl_tables as T
 from willitscale.collectives.nccl_system import NcclSystem
 from willitscale.errors import ConfigError
@@ -54,6 +56,24 @@ def _intra(node: Node, cc: float) -> tuple[str, float, float]:
     return "nvlink", total, path
 
 
+@lru_cache(maxsize=64)
+def _usual_efficiency(kind: LinkKind) -> float | None:
+    from willitscale.hardware.catalog import load_catalog
+
+    try:
+        return load_catalog().link_defaults(kind).efficiency
+    except (KeyError, ValueError):
+        return None
+
+
+def _measured_share(link) -> float:
+    """A link measured below its kind's usual achievable fraction (a node's own measurement, or
+    TCP sockets on an Ethernet port) runs NCCL that much slower: its efficiency over the kind's
+    default, at most 1. NCCL's model itself has no efficiency: it assumes the port's speed."""
+    usual = _usual_efficiency(link.kind)
+    return 1.0 if usual is None else min(1.0, link.efficiency / usual)
+
+
 def nccl_system(node: Node, *, ranks: int, ranks_per_node: int, net_share: float | None = None,
                 collnet: bool = False) -> tuple[NcclSystem, tuple[str, ...]]:
     """The communicator NCCL would build on ``node``s, and the assumptions made.
@@ -79,6 +99,15 @@ def nccl_system(node: Node, *, ranks: int, ranks_per_node: int, net_share: float
     intra, gpu_bw, path_bw = _intra(node, cc)
     devices = node.nccl_net_devices or node.nics
     device_bw = node.nics * node.nic.bandwidth / devices / 1e9  # speed_Mbps / 8000
+    slow_nic, slow_intra = _measured_share(node.nic), _measured_share(node.intra_link)
+    if slow_nic < 1:
+        device_bw *= slow_nic
+        notes.append(f"{node.nic.name}: {node.nic.efficiency:g} of its rate achieved where its kind "
+                     f"usually reaches more: NCCL's network bandwidth x {slow_nic:.2f}")
+    if slow_intra < 1:
+        gpu_bw, path_bw = gpu_bw * slow_intra, path_bw * slow_intra
+        notes.append(f"{node.intra_link.name}: {node.intra_link.efficiency:g} of its rate achieved "
+                     f"where its kind usually reaches more: NCCL's intra-node bandwidth x {slow_intra:.2f}")
     share = ranks_per_node / node.gpus_per_node if net_share is None else float(net_share)
     pcie = T.PCIE_X16_BW[node.gpu.pcie_gen or 4]
     if node.gpu.pcie_gen is None:

@@ -148,6 +148,7 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "tp_comm_overlap": ("parallel", _bool),
     "flash_attention": ("parallel", _bool),
     "allow_tp_across_nodes": ("parallel", _bool),
+    "collectives": ("parallel", _str),  # nccl | gloo: the collective library modelled
     # ddp
     "overlap": ("ddp", _bool),
     "bucket_cap": ("ddp", _size_with_unit),
