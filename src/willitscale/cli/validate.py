@@ -3,7 +3,8 @@
 How far is the model from what was measured? Every stored run the calibration can predict (or the runs given), row by row, with the
 relative error of each prediction and whether the row was one the calibration was fitted to
 (in-sample) or a real test (out-of-sample). Without --calibration, the latest one
-``willitscale calibrate`` wrote.
+``willitscale calibrate`` wrote. With --nccl-tests: the NCCL collective model against the
+published nccl-tests sweeps of its validation set, error per size band (test rows by default).
 """
 
 from __future__ import annotations
@@ -22,11 +23,18 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("validate", help="how far the model's predictions are from the measurements",
                               description=__doc__.split("\n\n", 1)[1].replace("``", ""), epilog=examples(
                                   "willitscale validate",
-                                  "willitscale validate --calibration cluster.toml 7 8 --plot figs"))
+                                  "willitscale validate --calibration cluster.toml 7 8 --plot figs",
+                                  "willitscale validate --nccl-tests --quality good"))
     p.add_argument("run_ids", type=int, nargs="*", metavar="RUN_ID",
                    help="stored runs to predict (default: every run the calibration can predict)")
     p.add_argument("--calibration", default=None, help="a calibration file (default: the latest)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--nccl-tests", action="store_true",
+                   help="the NCCL model against the published nccl-tests sweeps (no store, no calibration)")
+    p.add_argument("--side", choices=("test", "fit"), default="test",
+                   help="with --nccl-tests: the held-out test rows (default) or the rows constants were fitted on")
+    p.add_argument("--quality", choices=("all", "good"), default="all",
+                   help="with --nccl-tests: every sweep (default) or only those graded good with the data")
     add_plot_flag(p)
     p.set_defaults(run=run)
 
@@ -51,7 +59,21 @@ def _calibration(store, path: str | None):
     return Calibration.from_toml_data(data, where=latest.path), latest.path
 
 
+def _nccl_tests(args: argparse.Namespace) -> int:
+    from willitscale.cli.output import print_json
+    from willitscale.validation.nccl_check import report_lines, validation_report
+
+    report = validation_report(args.side, args.quality)
+    if args.json:
+        print_json(report)
+    else:
+        print("\n".join(report_lines(report)))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.nccl_tests:
+        return _nccl_tests(args)
     from willitscale.calibrate.runs import measured_run
     from willitscale.calibrate.validate import Skipped, compare
     from willitscale.cli.output import print_json, print_table
