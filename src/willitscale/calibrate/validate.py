@@ -2,7 +2,7 @@
 
 * A collective row is predicted with the alpha-beta form of its op (ring or direct) on the
   link level(s) its run crossed, using the calibration's figures for them; the row names the
-  library's algorithm (``gloo ring``: Gloo runs nothing else).
+  library's algorithm (``Gloo ring``: Gloo runs nothing else).
 * A training row is predicted by the estimate (:func:`willitscale.estimation.estimate.estimate`) for
   the same model, batch, ranks and nodes, given the calibration (see :mod:`.scenario`), with the
   run's collective library: a Gloo run's gradient all-reduce is Gloo's ring; the row names it.
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from willitscale.calibrate.forms import default_algorithm, flat_time, two_level_time
+from willitscale.calibrate.forms import default_algorithm, flat_time, library_algorithm, two_level_time
 from willitscale.calibrate.runs import MeasuredRun
 from willitscale.calibrate.scenario import train_step_estimate
 from willitscale.hardware.calibration import Calibration, LinkCalibration
@@ -109,7 +109,7 @@ def _compare_collectives(run: MeasuredRun, cal: Calibration):
         if row.wrong:
             continue
         fitted = [link for link in links.values() if run.id in link.runs and link.op == row.op.value]
-        algorithm = f"{run.backend} {default_algorithm(row.op)}".strip()
+        algorithm = library_algorithm(run.backend, row.op)
         out.append(Comparison(
             run_id=run.id, kind=run.kind,
             point=f"{row.op.value} {row.size_bytes:,} B x {row.ranks} ranks"

@@ -52,6 +52,10 @@ def _default_path(created: str) -> Path:
     return path
 
 
+def _library(backend: str) -> str:
+    return {"gloo": "Gloo's", "nccl": "NCCL's"}.get(str(backend).lower(), str(backend))
+
+
 def print_calibration(cal, path: str, notes: list[str]) -> None:
     from willitscale.cli.output import print_table
     from willitscale.units import format_bandwidth, format_time
@@ -62,7 +66,7 @@ def print_calibration(cal, path: str, notes: list[str]) -> None:
                               "rms error"],
                     [[link.level, format_bandwidth(link.bandwidth), format_time(link.latency),
                       f"{link.efficiency:.1%}" if link.efficiency else "-",
-                      f"{link.op} ({link.algorithm}, {link.backend})", link.points,
+                      f"{link.op} ({_library(link.backend)} {link.algorithm})", link.points,
                       f"{link.rms_error:.1%}"] for link in cal.links],
                     caption="bandwidth: one direction, as the fitted algorithm achieves it; "
                             "latency: alpha, per algorithm step")
