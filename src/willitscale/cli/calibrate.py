@@ -79,6 +79,16 @@ def print_calibration(cal, path: str, notes: list[str]) -> None:
                       if c.optimizer_time_per_param else "-"] for c in cal.compute],
                     caption="peak: " + "; ".join(f"{c.device} {c.dtype}: {c.peak_source}"
                                                  for c in cal.compute))
+    curves = cal.section("collective")
+    if curves:
+        print_table("collectives", ["library", "op", "algorithm", "nodes x ranks", "latency", "algbw",
+                                    "sizes", "points", "rms error"],
+                    [[{"nccl": "NCCL", "gloo": "Gloo"}[c.backend], c.op, c.pair,
+                      f"{c.nodes} x {c.ranks_per_node}", format_time(c.latency),
+                      format_bandwidth(c.bandwidth), f"{c.min_size:,.0f}-{c.max_size:,.0f} B",
+                      c.points, f"{c.rms_error:.1%}"] for c in curves],
+                    caption="time = latency + size / algbw (NCCL's own form), size as nccl-tests "
+                            "counts it; written as [[collective]] in the profile")
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
 
@@ -132,6 +142,12 @@ def run(args: argparse.Namespace) -> int:
                                "ranks_per_node": link.ranks_per_node,
                                "nics_per_node": link.nics_per_node,
                                "runs": list(link.runs)} for link in cal.links],
+                    "collective": [{"backend": c.backend, "op": c.op, "algorithm": c.algorithm,
+                                    "protocol": c.protocol, "nodes": c.nodes,
+                                    "ranks_per_node": c.ranks_per_node, "latency_us": c.latency / 1e-6,
+                                    "algbw_GBps": c.bandwidth / 1e9, "points": c.points,
+                                    "rms_error": c.rms_error, "runs": list(c.runs)}
+                                   for c in cal.section("collective")],
                     "compute": [{"device": c.device, "dtype": c.dtype,
                                  "peak_TFLOPS": c.peak_flop_rate / 1e12,
                                  "achieved_TFLOPS": (c.achieved_flop_rate or 0) / 1e12 or None,

@@ -14,6 +14,8 @@ Sections (this module's :data:`SECTIONS`; each entry class reads itself from a T
 * ``attention``: one attention kernel curve per kernel, pass, causality and dtype
   (:class:`AttentionCurve`, :mod:`willitscale.compute.attention`);
 * ``memory``: achievable HBM bandwidth and the fixed cost of one kernel (:class:`MemoryCurve`).
+* ``collective``: one collective's latency and bandwidth per (library, op, algorithm, protocol)
+  and communicator geometry (:class:`~willitscale.hardware.profile_collective.CollectiveCurve`).
 
 **Adding a section** (the NCCL and GPU measurement work do): write a frozen entry class with a
 ``key`` property (what makes two entries the same: one wins), ``from_table(t)`` and
@@ -30,6 +32,7 @@ from types import MappingProxyType
 
 from willitscale.config import Table
 from willitscale.errors import ConfigError
+from willitscale.hardware.profile_collective import CollectiveCurve
 
 __all__ = ["Provenance", "GemmCurve", "AttentionCurve", "MemoryCurve", "SECTIONS",
            "ATTENTION_PASSES", "fmt_number", "fmt_string"]
@@ -247,4 +250,5 @@ class MemoryCurve:
 
 
 #: section name -> entry class; add a line here to add a section (see the module docstring)
-SECTIONS = MappingProxyType({"gemm": GemmCurve, "attention": AttentionCurve, "memory": MemoryCurve})
+SECTIONS = MappingProxyType({"gemm": GemmCurve, "attention": AttentionCurve, "memory": MemoryCurve,
+                             "collective": CollectiveCurve})
