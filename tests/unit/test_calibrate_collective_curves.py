@@ -108,3 +108,27 @@ def test_calibrate_writes_the_collective_section(cli, tmp_path):
     assert entry["algbw_GBps"] == pytest.approx(0.0235, rel=1e-6)
     assert entry["latency_us"] == pytest.approx(1000, rel=1e-4)
     assert "[[collective]]" in (tmp_path / "c.toml").read_text()
+
+
+def test_collective_uses_a_measured_pair_and_says_so(cli, tmp_path):
+    # a profile measuring Ring/Simple all_reduce on 1 x 8 dgx-a100 ranks: 30 us + S / 100 GB/s;
+    # forced to Ring/Simple, 1 GB then takes 30 us + 10 ms = 10.03 ms, busbw = 1e9 / 10.03e-3 x 7/4
+    curve = CollectiveCurve(backend="nccl", op="all_reduce", algorithm="Ring", protocol="Simple", nodes=1,
+                            ranks_per_node=8, latency=30e-6, bandwidth=100e9, min_size=1e6, max_size=1e9,
+                            points=10, runs=(5,))
+    path = tmp_path / "profile.toml"
+    path.write_text(Calibration(links=(), compute=(), sections={"collective": (curve,)}).to_toml())
+    code, out, err = cli("collective", "all_reduce", "--size", "1GB", "--ranks", "8", "--node", "dgx-a100",
+                         "--algorithm", "ring", "--protocol", "simple", "--calibration", str(path), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["time_s"] == pytest.approx(30e-6 + 1e9 / 100e9, rel=1e-12)
+    assert data["busbw_GBps"] == pytest.approx(1e9 / (30e-6 + 1e-2) * 7 / 4 / 1e9, rel=1e-12)
+    assert any("[[collective]]" in a and "runs 5" in a for a in data["assumptions"])
+    # another geometry (2 nodes) has no entry: the model's time, and the output says why
+    code, out, _ = cli("collective", "all_reduce", "--size", "1GB", "--ranks", "16", "--node", "dgx-a100",
+                       "--calibration", str(path), "--json")
+    assert any("no [[collective]] entry" in a for a in json.loads(out)["assumptions"])
+    code, _, err = cli("collective", "all_reduce", "--size", "1GB", "--ranks", "8", "--backend", "gloo",
+                       "--calibration", str(path))
+    assert code != 0 and "--calibration" in err

@@ -58,6 +58,9 @@ def register(subparsers) -> None:
     two.add_argument("--inter-bandwidth", help="one node's one-direction bandwidth to other nodes, all NICs "
                      "together, e.g. 8x400Gbps or 400GB/s")
     two.add_argument("--inter-latency", help="per-hop latency between nodes, e.g. 5us")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="with --backend nccl: a measured profile whose [[collective]] entries (willitscale "
+                        "calibrate) give the measured time of the pairs they measured on this geometry")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=run)
 
@@ -175,7 +178,8 @@ def _backend(args) -> str:
     from willitscale.errors import ConfigError
 
     nccl_flags = [f for f, v in (("--protocol", args.protocol), ("--gpus-per-process", args.gpus_per_process),
-                                 ("--sharp", args.sharp or None)) if v is not None]
+                                 ("--sharp", args.sharp or None), ("--calibration", args.calibration))
+                  if v is not None]
     named = (args.algorithm or "").strip().lower().replace("-", "_")
     backend = args.backend or ("nccl" if args.node is not None or nccl_flags or named in _NCCL_ONLY
                                else "alpha-beta")

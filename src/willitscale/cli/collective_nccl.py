@@ -76,6 +76,13 @@ def run_nccl(args, op, sizes, ranks: int) -> int:
         raise ConfigError("--ranks", ranks, "at least 2 (one rank moves nothing)")
     choice = nccl_choice(op, sizes, system, algorithm=args.algorithm, protocol=args.protocol,
                          gpus_per_process=_gpus_per_process(args, system))
+    if getattr(args, "calibration", None):
+        from willitscale.collectives.nccl_calibrated import with_measured_pairs
+        from willitscale.hardware.calibration import load_calibration
+
+        choice, measured = with_measured_pairs(choice, load_calibration(args.calibration).section("collective"))
+        notes += measured or [f"{args.calibration} has no [[collective]] entry for NCCL {op.value} on "
+                              f"{system.nodes} x {system.ranks_per_node} ranks: the model's times"]
     if args.gpus_per_process is not None:
         notes.append(f"{args.gpus_per_process} GPU(s) per process (nccl-tests -g): each extra GPU "
                      "a process launches adds the fitted launch overhead")
