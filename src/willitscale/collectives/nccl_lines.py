@@ -9,7 +9,9 @@ run there are disabled (infinite intercept). The per-column constants carry the 
 corrections of :data:`~willitscale.collectives.nccl.ACHIEVED` (one process per GPU, as PyTorch).
 
 What-ifs that scale a level's bandwidth (``estimate`` levers, ``requirements``) scale NCCL's
-inputs (each GPU's NVLink, the network devices and their PCIe path) and search the graphs again:
+inputs (each GPU's NVLink, or the network devices) and search the graphs again. A faster NIC
+keeps the GPU's PCIe link: the what-if is the node rebuilt with that NIC (the figure
+``requirements`` prints must hold on such a node, tests/report/test_report_bandwidth_agrees.py):
 the answer moves in NCCL's steps (its list of per-channel speeds, at most 32 channels), so a
 faster link helps only once it lets the search pick a faster speed or more channels.
 """
@@ -63,7 +65,7 @@ def _system(node, n: int, ppn: int, share: float, scale: tuple[float, float]) ->
         return system
     return replace(system, gpu_bandwidth_GBps=system.gpu_bandwidth_GBps * intra,
                    path_bandwidth_GBps=system.path_bandwidth_GBps * intra,
-                   net_device_GBps=system.net_device_GBps * inter, pcie_GBps=system.pcie_GBps * inter)
+                   net_device_GBps=system.net_device_GBps * inter)
 
 
 def _terms(columns, plateau_factor, correction_sizes) -> LineTerms:
