@@ -72,3 +72,17 @@ def test_test_rows_graded_good_worst_within_30_percent():
 def test_all_test_rows_mean_within_10_and_worst_within_30_percent():
     band = _from_1MiB("all")
     assert band["mean_abs"] <= 0.10 and abs(band["worst"]) <= 0.30
+
+
+@pytest.mark.parametrize("side,rows", [("test", 288), ("fit", 375)])
+def test_validate_nccl_tests_covers_every_stable_row_of_a_side(cli, side, rows):
+    # the four bands of the split's rule 7 partition the side's usable, stable rows (SPLIT.md:
+    # 288 test, 375 fit); "from 1 MiB up" is the three upper bands together
+    code, out, err = cli("validate", "--nccl-tests", "--side", side, "--json")
+    assert code == 0, err
+    bands = json.loads(out)["bands"]
+    four = [bands[name]["rows"] for name in ("< 1 MiB", "1-64 MiB", "64 MiB-1 GiB", ">= 1 GiB")]
+    assert sum(four) == rows
+    assert bands["from 1 MiB up"]["rows"] == sum(four[1:])
+    for band in bands.values():  # |mean error| <= mean |error| (the triangle inequality)
+        assert abs(band["bias"]) <= band["mean_abs"] + 1e-12
