@@ -183,6 +183,11 @@ def _backend(args) -> str:
     named = (args.algorithm or "").strip().lower().replace("-", "_")
     backend = args.backend or ("nccl" if args.node is not None or nccl_flags or named in _NCCL_ONLY
                                else "alpha-beta")
+    if backend == "nccl" and args.node is None:
+        implied = ", ".join(nccl_flags) if args.backend is None and nccl_flags else ""
+        raise ConfigError("--backend nccl" + (f" (implied by {implied})" if implied else "")
+                          + " needs --node PRESET (NCCL's model reads the node's GPUs, NVLink, NICs "
+                          "and CPU; `willitscale hardware list --kind node`)")
     if backend != "nccl" and nccl_flags:
         raise ConfigError(f"{nccl_flags[0]} applies with --backend nccl only (NCCL's protocols and "
                           "launch modes), not with --backend " + backend)
