@@ -82,6 +82,15 @@ def _execution_flags(parser) -> None:
                    help="how collectives are costed: nccl (default: NCCL's algorithm x protocol "
                         "pick and achieved time), gloo (PyTorch's Gloo rings over TCP) or "
                         "alpha-beta (textbook ring / double binary tree on the links)")
+    k = parser.add_argument_group("kernels (docs/estimate.md, Compute)")
+    k.add_argument("--attention-kernel", choices=("auto", "fa2", "fa3", "fa4", "cudnn", "ck"),
+                   help="fused attention kernel (default auto: the GPU's own, FA2 on A100, FA3 "
+                        "on H100/H200, FA4 on B200)")
+    k.add_argument("--fusion", choices=("fused", "eager"),
+                   help="element-wise kernels: fused (Megatron/TE/torch.compile, default) or "
+                        "eager PyTorch (one kernel per tensor op)")
+    k.add_argument("--fp8-recipe", choices=("delayed", "tensorwise", "rowwise"),
+                   help="with --dtype fp8: scaling recipe (default delayed, Transformer Engine's)")
 
 
 def _parallel_flags(parser) -> None:

@@ -13,7 +13,9 @@ Sections (this module's :data:`SECTIONS`; each entry class reads itself from a T
   :mod:`willitscale.compute.gemm`);
 * ``attention``: one attention kernel curve per kernel, pass, causality and dtype
   (:class:`AttentionCurve`, :mod:`willitscale.compute.attention`);
-* ``memory``: achievable HBM bandwidth and the fixed cost of one kernel (:class:`MemoryCurve`).
+* ``memory``: achievable HBM bandwidth and the fixed cost of one kernel (:class:`MemoryCurve`);
+* ``sustained``: the share of those kernel rates a training step sustains (:class:`SustainedRate`,
+  :mod:`willitscale.compute.sustained`), fitted to ``bench train`` steps;
 * ``collective``: one collective's latency and bandwidth per (library, op, algorithm, protocol)
   and communicator geometry (:class:`~willitscale.hardware.profile_collective.CollectiveCurve`).
 
@@ -34,7 +36,7 @@ from willitscale.config import Table
 from willitscale.errors import ConfigError
 from willitscale.hardware.profile_collective import CollectiveCurve
 
-__all__ = ["Provenance", "GemmCurve", "AttentionCurve", "MemoryCurve", "SECTIONS",
+__all__ = ["Provenance", "GemmCurve", "AttentionCurve", "MemoryCurve", "SustainedRate", "SECTIONS",
            "ATTENTION_PASSES", "fmt_number", "fmt_string"]
 
 TFLOP = 1e12
@@ -64,9 +66,21 @@ def _check(owner: str, name: str, value: float, low: float = 0.0, high: float = 
                           f"a number {bound}" + (f" and <= {high:g}" if high < math.inf else ""))
 
 
+def _data(raw) -> tuple[tuple[float, ...], ...]:
+    """``data = [[x, ..., y], ...]``: the points a curve was fitted to (numbers only)."""
+    rows = []
+    for row in raw:
+        if not isinstance(row, list) or not row or any(
+                isinstance(v, bool) or not isinstance(v, (int, float)) for v in row):
+            raise ValueError
+        rows.append(tuple(float(v) for v in row))
+    return tuple(rows)
+
+
 def _fit_fields(t: Table) -> dict:
     return {"points": t.int("points", 0, min=0), "rms_error": t.float("rms_error", 0.0, min=0),
-            "runs": tuple(int(r) for r in t.list("runs", [])), "source": t.str("source", "")}
+            "runs": tuple(int(r) for r in t.list("runs", [])), "source": t.str("source", ""),
+            "data": t.get("data", _data, "a list of lists of numbers", ())}
 
 
 def _fit_lines(entry) -> list[str]:
@@ -77,6 +91,10 @@ def _fit_lines(entry) -> list[str]:
         lines.append(f"runs = {_ints(entry.runs)}")
     if entry.source:
         lines.append(f"source = {fmt_string(entry.source)}")
+    if entry.data:
+        lines.append("data = [" + ", ".join(
+            "[" + ", ".join(str(int(v)) if v.is_integer() else repr(v) for v in row) + "]"
+            for row in entry.data) + "]")
     return lines
 
 
@@ -137,6 +155,7 @@ class GemmCurve:
     rms_error: float = 0.0
     runs: tuple[int, ...] = ()
     source: str = ""
+    data: tuple[tuple[float, ...], ...] = ()  #: the points fitted (see each class)
 
     def __post_init__(self) -> None:
         owner = f"gemm {self.dtype}"
@@ -187,6 +206,7 @@ class AttentionCurve:
     rms_error: float = 0.0
     runs: tuple[int, ...] = ()
     source: str = ""
+    data: tuple[tuple[float, ...], ...] = ()  #: the points fitted (see each class)
 
     def __post_init__(self) -> None:
         owner = f"attention {self.kernel} {self.direction}"
@@ -228,6 +248,7 @@ class MemoryCurve:
     rms_error: float = 0.0
     runs: tuple[int, ...] = ()
     source: str = ""
+    data: tuple[tuple[float, ...], ...] = ()  #: the points fitted (see each class)
 
     def __post_init__(self) -> None:
         _check("memory", "achievable_GBps", self.bandwidth)
@@ -249,6 +270,35 @@ class MemoryCurve:
                 f"kernel_overhead_us = {fmt_number(self.kernel_overhead / US)}", *_fit_lines(self)]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SustainedRate:
+    """The share of the kernel benchmarks' GEMM and attention rates a training step sustains
+    on these GPUs (:mod:`willitscale.compute.sustained`), fitted to ``bench train`` steps."""
+
+    factor: float
+    points: int = 0
+    rms_error: float = 0.0
+    runs: tuple[int, ...] = ()
+    source: str = ""
+    data: tuple[tuple[float, ...], ...] = ()  #: (measured forward + backward s, the factor reproducing it)
+
+    def __post_init__(self) -> None:
+        _check("sustained", "factor", self.factor, 0.0, 2.0)
+
+    @property
+    def key(self) -> tuple:
+        return ()
+
+    @classmethod
+    def from_table(cls, t: Table) -> SustainedRate:
+        out = cls(factor=t.float("factor", positive=True), **_fit_fields(t))
+        t.done()
+        return out
+
+    def toml_lines(self) -> list[str]:
+        return ["[[sustained]]", f"factor = {fmt_number(self.factor)}", *_fit_lines(self)]
+
+
 #: section name -> entry class; add a line here to add a section (see the module docstring)
 SECTIONS = MappingProxyType({"gemm": GemmCurve, "attention": AttentionCurve, "memory": MemoryCurve,
-                             "collective": CollectiveCurve})
+                             "sustained": SustainedRate, "collective": CollectiveCurve})
