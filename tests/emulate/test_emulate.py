@@ -103,6 +103,31 @@ def test_ddp_across_nodes_is_slower_and_predicted(cli, tmp_path):
         assert abs(row["error"]) < 0.15, row
 
 
+def test_ddp_two_nodes_of_two_ranks_is_predicted_with_gloos_ring(cli, tmp_path):
+    pytest.importorskip("torch")
+    # issue 12: 2 nodes x 2 ranks at 100 Mbit/s. Gloo all-reduces gpt2-tiny's one 1.98 MB bucket
+    # with its ring over the 4 ranks: 6 steps of S/4, each crossing both uplinks once, so
+    # 1.5 x 1.98 MB = 2.97 MB through each node's 12.5 MB/s uplink: ~0.24 s per step (the double
+    # binary tree the estimate used before sends 1.98 MB: 0.16 s, hence its 27-29% short steps).
+    # Calibrated on the two sweeps and a separate 2 x 2 training run (its forward/backward set
+    # the compute efficiency); three further 2 x 2 runs are predicted out of sample, and the
+    # median error is within 10%. validate names Gloo's ring.
+    train = "train", "--seq-len", "128", "--batch", "8", "--steps", "20", "-w", "2"
+    intra = _emulated(cli, 1, 2, "collectives", "-b", "1MB", "-e", "16MB", "-n", "20", "-w", "2")
+    inter = _emulated(cli, 2, 1, "collectives", "-b", "1MB", "-e", "4MB", "-n", "3", "-w", "1")
+    fitted = _emulated(cli, 2, 2, *train)
+    cal = tmp_path / "cal.toml"
+    assert cli("calibrate", str(intra["id"]), str(inter["id"]), str(fitted["id"]), "-o", str(cal))[0] == 0
+    errors = []
+    for _ in range(3):
+        run = _emulated(cli, 2, 2, *train)
+        report = json.loads(cli("validate", "--calibration", str(cal), "--json", str(run["id"]))[1])
+        (row,) = report["rows"]
+        assert row["in_sample"] is False and row["allreduce_algorithm"] == "Gloo ring", row
+        errors.append(row["error"])
+    assert abs(sorted(errors)[1]) < 0.10, errors
+
+
 def test_failure_tears_down(cli):
     code, _, _ = cli("emulate", "--nodes", "3", "--uplink", "1Gbit", "--", "sh", "-c",
                      'test "$WILLITSCALE_NODE_RANK" != 1')

@@ -47,9 +47,12 @@ def test_calibrated_node_predicts_the_hdr_row_as_the_measured_all_reduce_does(ro
     # the Baskerville preset's HDR efficiency is the e-16-2 benchmark itself: its 1.32 GiB
     # (1.417e9 B) all-reduce in 2 x 1.32 / 21.67 = 0.1218 s is busbw 11.6 GB/s = 0.466 of 25 GB/s.
     # So the preset times the 2.83 GB fp32 gradients as the measured figure scaled to their size
-    # does (2.835e9 / 11.64e9 = 0.2436 s), and both rows land on one prediction, 6% short
+    # does (2.835e9 / 11.64e9 = 0.2436 s), and both rows land on one prediction, 6% short. NCCL's
+    # model takes that efficiency as its network bandwidth (0.466 / 0.92 of the port's speed)
+    # and adds its latency and pipeline-fill terms to each all-reduce, which the linear scaling
+    # of the measured time leaves out: a few % more, still short of the measurement
     calibrated, measured = rows[("gpt2-large", 2, "calibrated")], rows[("gpt2-large", 2, "measured")]
-    assert calibrated.predicted_s == pytest.approx(measured.predicted_s, rel=0.005)
+    assert measured.predicted_s < calibrated.predicted_s < measured.predicted_s * 1.03
     assert -0.10 < calibrated.error < 0
 
 

@@ -59,7 +59,7 @@ def test_a_calibration_of_another_setup_falls_back_and_says_why():
     pred = predicted_busbw(_run(_env(2, 1, uplink=25e6)), cal)
     assert pred.source == "uplink" and "nccl" in pred.note
     ((label, (_, bw)),) = pred.curves.items()
-    assert label == "all_reduce, shaped uplink 200 Mb/s (ring)"  # 25e6 B/s x 8 = 200 Mb/s
+    assert label == "all_reduce, shaped uplink 200 Mb/s (Gloo ring)"  # a Gloo run; 25e6 B/s x 8 = 200 Mb/s
     assert all(b == pytest.approx(25e6, rel=1e-12) for b in bw)
 
 

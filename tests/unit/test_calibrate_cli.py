@@ -127,13 +127,13 @@ def test_plots_of_a_run_and_of_validate(cli, tmp_path):
     # no calibration yet: the emulated uplink (25 MB/s = 200 Mb/s) is the prediction, labelled so
     assert "predicted from the emulated uplink (200 Mb/s" in err
     svg = (tmp_path / "show" / f"busbw-run{run}.svg").read_text()
-    assert "predicted: all_reduce, shaped uplink 200 Mb/s (ring)" in svg
+    assert "predicted: all_reduce, shaped uplink 200 Mb/s (Gloo ring)" in svg
     assert cli("calibrate")[0] == 0
     code, _, err = cli("results", "show", str(run), "--plot", str(tmp_path / "again"))
     assert code == 0, err
     assert "predicted from the calibration" in err and f"fitted to runs {run}" in err
     svg = (tmp_path / "again" / f"busbw-run{run}.svg").read_text()
-    assert "predicted: all_reduce, calibrated (ring)" in svg
+    assert "predicted: all_reduce, calibrated (Gloo ring)" in svg
     code, _, err = cli("validate", "--plot", str(tmp_path / "val"))
     assert code == 0, err
     assert {p.name for p in (tmp_path / "val").iterdir()} >= {"validate.png", "validate.svg",

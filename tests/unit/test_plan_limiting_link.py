@@ -1,6 +1,8 @@
 """The link that limits a multi-node all-reduce (review A2): when the link inside the node (PCIe,
 an H800's NVLink) paces the collective, the estimate says so, speeds up that link in its fixes,
-and ``requirements`` agrees. Derivations beside each assertion."""
+and ``requirements`` agrees. Derivations beside each assertion, in the alpha-beta model of the
+links (``collectives = "alpha-beta"``); NCCL's model of the same cases is tested in
+tests/unit/test_collectives_nccl_graph.py."""
 
 import json
 from dataclasses import replace
@@ -14,8 +16,9 @@ from willitscale.plan.requirements import link_requirement, scaled_link
 from willitscale.scenario.build import build_scenario
 
 PCIE = {"params": 2e9, "gpu": "a100-80gb-pcie", "gpus_per_node": 4, "nodes": 2,
-        "micro_batch": 2, "seq_len": 2048}
-H800 = {"params": 2e9, "preset": "hgx-h800", "nodes": 4, "micro_batch": 2, "seq_len": 2048}
+        "micro_batch": 2, "seq_len": 2048, "collectives": "alpha-beta"}
+H800 = {"params": 2e9, "preset": "hgx-h800", "nodes": 4, "micro_batch": 2, "seq_len": 2048,
+        "collectives": "alpha-beta"}
 
 
 def test_pcie_node_is_limited_inside_the_node():
@@ -80,7 +83,8 @@ def test_h800_nvlink_limits_a_multi_node_step():
 
 def test_requirements_names_the_link_the_estimate_names(cli):
     code, out, _ = cli("requirements", "--params", "2e9", "--preset", "hgx-h800", "--nodes", "4",
-                       "--micro-batch", "2", "--seq-len", "2048", "--json")
+                       "--micro-batch", "2", "--seq-len", "2048", "--collectives", "alpha-beta",
+                       "--json")
     row = json.loads(out)[0]
     assert code == 0
     assert row["link"] == "intra-node, per GPU" and row["bottleneck"] == "intra-node network"
@@ -100,7 +104,10 @@ def test_one_nic_per_node_is_not_rails():
 
 
 def test_assumptions_name_what_the_link_model_leaves_out():
+    # NVLS is left out by the alpha-beta links, modelled by NCCL's (no such caveat there)
     nvls = dict(estimate(build_scenario({**H800, "preset": "dgx-h100"})).assumptions)
     assert "NVLS" in nvls["not modelled"]
+    nccl = estimate(build_scenario({**H800, "preset": "dgx-h100", "collectives": "nccl"})).assumptions
+    assert not any("NVLS" in v for k, v in nccl if k == "not modelled")
     pcie = [v for k, v in estimate(build_scenario(PCIE)).assumptions if k == "not modelled"]
     assert any("PCIe switch" in v for v in pcie)

@@ -36,7 +36,8 @@ def test_with_megatron_traffic_nvlink_dominates_and_a800_pays_its_lost_links():
     times = {}
     for preset in ("dgx-a100", "hgx-a800"):
         scenario = build_scenario({"model": "llama2-13b", "preset": preset, "nodes": 2, "tp": 8,
-                                   "pp": 2, "micro_batch": 1, "global_batch": 16, "seq_len": 4096})
+                                   "pp": 2, "micro_batch": 1, "global_batch": 16, "seq_len": 4096,
+                                   "collectives": "alpha-beta"})  # NVLink bytes at the link rate
         times[preset] = model_case(scenario)
     a100, a800 = times["dgx-a100"], times["hgx-a800"]
     # 2 all-reduces per layer per pass on 20 layers against one send per boundary: NVLink

@@ -27,8 +27,9 @@ def test_two_all_reduces_per_layer_each_way():
 
 
 def test_sequence_parallel_replaces_each_all_reduce_and_regathers_saved_inputs():
-    _, ar = tp_op()
-    _, sp = tp_op(sequence_parallel=True)
+    # the byte counts of the ring (alpha-beta model): NCCL would run other algorithms per op
+    _, ar = tp_op(collectives="alpha-beta")
+    _, sp = tp_op(sequence_parallel=True, collectives="alpha-beta")
     # a reduce-scatter and an all-gather per all-reduce, plus in the backward each
     # column-parallel layer's input all-gathered again (only its sequence shard was saved):
     # 2 per layer, 96 layers

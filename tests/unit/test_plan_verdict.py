@@ -103,10 +103,13 @@ def test_one_gpu_output_has_no_empty_link_line(cli):
 
 
 def test_the_models_choice_is_not_called_nccls(cli):
-    # review B10: the algorithm is the alpha-beta model's NCCL-like choice, not NCCL's
-    code, out, _ = cli("estimate", *[f"--{k.replace('_', '-')}={v}" for k, v in HANDBOOK.items()],
-                       "--json")
-    assert "NCCL's choice" not in out and "NCCL-like" in out
+    # review B10: the alpha-beta model's algorithm is an NCCL-like choice, not NCCL's ...
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in HANDBOOK.items()]
+    code, out, _ = cli("estimate", *flags, "--collectives", "alpha-beta", "--json")
+    assert "NCCL's choice" not in out and "NCCL's pick" not in out and "NCCL-like" in out
+    # ... while NCCL's model names its pick as NCCL's, made by NCCL's own tuning model
+    code, out, _ = cli("estimate", *flags, "--json")
+    assert "NCCL's pick" in out and "tuning model" in out and "NCCL-like" not in out
 
 
 def test_a_node_larger_than_any_board_is_a_warning_or_an_error(cli):

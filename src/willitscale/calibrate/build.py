@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Sequence
 
+from willitscale.calibrate.collective_curves import collective_curves
 from willitscale.calibrate.compute import compute_calibrations
 from willitscale.calibrate.links import link_calibrations
 from willitscale.calibrate.profile_fit import gemm_sections, sustained_section
@@ -31,15 +32,17 @@ def check_same_network(runs: Sequence[MeasuredRun]) -> None:
 
 def calibrate(runs: Sequence[MeasuredRun], *, created: str, op: str | None = None,
               gpu: str | None = None) -> tuple[Calibration, list[str]]:
-    """Fit every link level and compute entry ``runs`` measured, and the GEMM curves of the
-    matmul sweeps on a catalog GPU (:mod:`.profile_fit`)."""
+    """Fit every link level and compute entry ``runs`` measured, the GEMM curves of the
+    matmul sweeps on a catalog GPU (:mod:`.profile_fit`) and the ``[[collective]]`` curves of
+    the collective sweeps (:mod:`.collective_curves`)."""
     if not runs:
         raise ConfigError("runs", [], "at least one stored run")
     check_same_network(runs)
     links, link_notes = link_calibrations(runs, op=op)
     compute, compute_notes = compute_calibrations(runs, gpu=gpu)
-    if not links and not compute:
-        notes = link_notes + compute_notes
+    curves, curve_notes = collective_curves(runs, source=f"willitscale calibrate on {socket.gethostname()}")
+    if not links and not compute and not curves:
+        notes = link_notes + compute_notes + curve_notes
         why = "; ".join(notes) if notes else "; ".join(
             f"run {r.id} ({r.kind}) has {len(r.rows)} rows" for r in runs)
         raise ConfigError("runs", [r.id for r in runs],
@@ -52,9 +55,11 @@ def calibrate(runs: Sequence[MeasuredRun], *, created: str, op: str | None = Non
         runs, provenance=provenance, sections=sections, gpu=gpu)
     if sustained:
         sections["sustained"] = sustained
+    if curves:
+        sections["collective"] = tuple(curves)
     cal = Calibration(links=tuple(links), compute=tuple(compute), created=created,
                       provenance=provenance, sections=sections,
                       runs=tuple(sorted(r.id for r in runs)),
                       setup=f"{'; '.join(setups)}; nodes x ranks: {', '.join(shapes)}",
                       source=f"willitscale calibrate on {socket.gethostname()}")
-    return cal, link_notes + compute_notes + gemm_notes + sustained_notes
+    return cal, link_notes + compute_notes + curve_notes + gemm_notes + sustained_notes

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from willitscale.calibrate.compute import catalog_gpu_for
-from willitscale.calibrate.forms import default_algorithm, flat_time, two_level_time
+from willitscale.calibrate.forms import default_algorithm, flat_time, library_algorithm, two_level_time
 from willitscale.calibrate.runs import MeasuredRun
 from willitscale.calibrate.validate import collective_links
 from willitscale.collectives.choice import fastest
@@ -91,7 +91,7 @@ def _from_calibration(run: MeasuredRun, ops, grid, cal) -> Prediction | str:
             (link,) = links.values()
             t = flat_time(op, algorithm, grid, run.ranks, bandwidth=link.bandwidth,
                           latency=link.latency)
-        curves[f"{op.value}, calibrated ({algorithm})"] = (list(grid),
+        curves[f"{op.value}, calibrated ({library_algorithm(run.backend, op)})"] = (list(grid),
                                                            list(busbw(op, grid, t, run.ranks)))
     return Prediction(curves=curves, source="calibration",
                       note=f"predicted from the calibration {cal.path or '(unnamed)'} fitted to "
@@ -140,7 +140,7 @@ def _from_uplink(run: MeasuredRun, ops, grid) -> Prediction | str:
     for op in ops:
         algorithm = default_algorithm(op)
         t = flat_time(op, algorithm, grid, run.ranks, bandwidth=run.uplink, latency=0.0)
-        curves[f"{op.value}, shaped uplink {rate} ({algorithm})"] = (
+        curves[f"{op.value}, shaped uplink {rate} ({library_algorithm(run.backend, op)})"] = (
             list(grid), list(busbw(op, grid, t, run.ranks)))
     return Prediction(curves=curves, source="uplink",
                       note=f"predicted from the emulated uplink ({rate}, no latency): no "

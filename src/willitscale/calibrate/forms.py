@@ -15,11 +15,19 @@ from willitscale.collectives.cost import collective_cost
 from willitscale.collectives.network import Hierarchy, LinkCost
 from willitscale.collectives.ops import Op
 
-__all__ = ["default_algorithm", "flat_time", "two_level_time"]
+__all__ = ["default_algorithm", "flat_time", "library_algorithm", "two_level_time"]
 
 
 def default_algorithm(op: Op) -> str:
     return "direct" if Op(op) in (Op.ALL_TO_ALL, Op.SEND_RECV) else "ring"
+
+
+def library_algorithm(backend: str, op: Op) -> str:
+    """The algorithm a run's library runs for ``op``, named with the library: "Gloo ring"
+    (ProcessGroupGloo runs nothing else, docs/collectives.md "Gloo"), "NCCL ring" (the form a
+    calibrated NCCL level is fitted in), "direct" sends for all_to_all and send_recv."""
+    library = {"gloo": "Gloo", "nccl": "NCCL"}.get(str(backend).lower(), str(backend))
+    return f"{library} {default_algorithm(op)}".strip()
 
 
 def flat_time(op: Op, algorithm: str, size, ranks, *, bandwidth: float, latency: float):

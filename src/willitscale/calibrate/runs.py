@@ -32,6 +32,9 @@ class MeasuredRun:
     #: NICs per node: 1 on the emulated cluster (one shaped uplink per node), else the NICs of
     #: the nodes' ``nvidia-smi topo -m`` when recorded and the same on every node, else None
     nics: int | None = None
+    #: NCCL_ALGO / NCCL_PROTO the run set (the same on every node), "" when unset or mixed
+    nccl_algo: str = ""
+    nccl_proto: str = ""
 
     @property
     def level(self) -> str:
@@ -67,7 +70,14 @@ def run_from_environment(env, *, kind: str, rows=(), id: int = 0, started_at: st
         id=id, kind=kind, started_at=started_at, backend=env.get("backend", ""),
         ranks=int(env.get("world_size", 0)), nodes=int(env.get("nodes", 0)), ranks_per_node=rpn,
         devices=tuple(env.get("devices") or ()), uplink=emulated.get("uplink_Bps"),
-        rows=tuple(row_from_json(kind, r) for r in rows), nics=_nics(env, emulated))
+        rows=tuple(row_from_json(kind, r) for r in rows), nics=_nics(env, emulated),
+        nccl_algo=_host_env(env, "NCCL_ALGO"), nccl_proto=_host_env(env, "NCCL_PROTO"))
+
+
+def _host_env(env: dict, name: str) -> str:
+    """The value of ``name`` every node of the run recorded ("" when unset on any or mixed)."""
+    values = {str(((host.get("env") or {}).get(name)) or "") for host in env.get("hosts") or ()}
+    return values.pop() if len(values) == 1 else ""
 
 
 def _nics(env: dict, emulated: dict) -> int | None:

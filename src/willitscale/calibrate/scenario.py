@@ -12,6 +12,11 @@ explicit ``bucket_cap_mb`` (as the benchmark always gives it) torch 2.13 uses it
 bucket as well, so a model smaller than the cap has one bucket, all-reduced after the whole
 backward, not a 1 MiB first bucket overlapping it. Runs stored before the benchmark recorded
 the first bucket are taken to have used the cap.
+
+The collective library is the run's: a Gloo run is estimated with Gloo's ring (ProcessGroupGloo
+runs a ring all-reduce whatever the size: 2(n-1) steps, 1.5 x a bucket through each node's
+uplink on 2 nodes x 2 ranks), an NCCL run with the calibrated alpha-beta levels (ring and
+double binary tree, the forms they were fitted in).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from willitscale.scenario.options import ParallelOptions
 from willitscale.scenario.plan import Plan
 from willitscale.scenario.scenario import DdpOptions, Scenario
 
-__all__ = ["predict_train_step", "predict_train_memory", "scenario_for"]
+__all__ = ["predict_train_step", "predict_train_memory", "scenario_for", "train_step_estimate"]
 
 HOST_MEMORY_BYTES = 2.0**40  #: the memory report is not validated; any large figure will do
 
@@ -75,16 +80,25 @@ def scenario_for(row, run: MeasuredRun, cal: Calibration):
         cluster=cluster, plan=plan, seq_len=row.seq_len, model=bench_model(row.model), dtype=dtype,
         ddp=DdpOptions(bucket_cap=row.bucket_bytes, grad_reduce_dtype="fp32",
                        first_bucket=row.first_bucket_bytes or row.bucket_bytes), calibration=cal,
-        options=ParallelOptions(flash_attention=FUSED_CAUSAL_ATTENTION), name=f"run {run.id}")
+        options=ParallelOptions(flash_attention=FUSED_CAUSAL_ATTENTION,
+                                collectives="gloo" if run.backend == "gloo" else "nccl"),
+        name=f"run {run.id}")
     return scenario, None
 
 
 def predict_train_step(row, run: MeasuredRun, cal: Calibration) -> tuple[float | None, str]:
-    """The estimate's step time for a measured :class:`~willitscale.results.records.TrainRow`."""
+    """The estimate's step time for a measured :class:`~willitscale.results.records.TrainRow`
+    (None and the reason when it cannot predict it)."""
+    est, reason = train_step_estimate(row, run, cal)
+    return (None, reason) if est is None else (float(est.step_time), "")
+
+
+def train_step_estimate(row, run: MeasuredRun, cal: Calibration):
+    """``(estimate, "")`` for a measured training row, or ``(None, reason)``."""
     scenario, reason = scenario_for(row, run, cal)
     if scenario is None:
         return None, reason
-    return float(estimate(scenario).step_time), ""
+    return estimate(scenario), ""
 
 
 def predict_train_memory(row, run: MeasuredRun, cal: Calibration) -> float | None:

@@ -1,9 +1,11 @@
 """``validate``: each measured row next to what a calibration predicts for it, and the error.
 
 * A collective row is predicted with the alpha-beta form of its op (ring or direct) on the
-  link level(s) its run crossed, using the calibration's figures for them.
+  link level(s) its run crossed, using the calibration's figures for them; the row names the
+  library's algorithm (``Gloo ring``: Gloo runs nothing else).
 * A training row is predicted by the estimate (:func:`willitscale.estimation.estimate.estimate`) for
-  the same model, batch, ranks and nodes, given the calibration (see :mod:`.scenario`).
+  the same model, batch, ranks and nodes, given the calibration (see :mod:`.scenario`), with the
+  run's collective library: a Gloo run's gradient all-reduce is Gloo's ring; the row names it.
 
 A row is *in-sample* when it was one of the points the calibration was fitted to (its run is
 among the fitted runs and, for collectives, it is of the fitted op); everything else is a real
@@ -20,9 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from willitscale.calibrate.forms import default_algorithm, flat_time, two_level_time
+from willitscale.calibrate.forms import default_algorithm, flat_time, library_algorithm, two_level_time
 from willitscale.calibrate.runs import MeasuredRun
-from willitscale.calibrate.scenario import predict_train_memory, predict_train_step
+from willitscale.calibrate.scenario import predict_train_memory, train_step_estimate
 from willitscale.hardware.calibration import Calibration, LinkCalibration
 
 __all__ = ["Comparison", "Skipped", "compare", "collective_links"]
@@ -109,14 +111,15 @@ def _compare_collectives(run: MeasuredRun, cal: Calibration):
         if row.wrong:
             continue
         fitted = [link for link in links.values() if run.id in link.runs and link.op == row.op.value]
+        algorithm = library_algorithm(run.backend, row.op)
         out.append(Comparison(
             run_id=run.id, kind=run.kind,
             point=f"{row.op.value} {row.size_bytes:,} B x {row.ranks} ranks"
-                  + (" in-place" if row.in_place else ""),
+                  + (" in-place" if row.in_place else "") + f" ({algorithm})",
             measured=row.time, predicted=_collective_time(row, run, links),
             in_sample=bool(fitted),
             details={"op": row.op.value, "size_bytes": row.size_bytes, "ranks": row.ranks,
-                     "nodes": run.nodes,
+                     "nodes": run.nodes, "algorithm": algorithm,
                      "fitted": ", ".join(f"{link.level} link" for link in fitted) or None}))
     return out
 
@@ -128,20 +131,31 @@ def _compare_train(run: MeasuredRun, cal: Calibration):
             return Skipped(run_id=run.id, kind=run.kind, reason=reason)
     out = []
     for row in run.rows:
-        predicted, reason = predict_train_step(row, run, cal)
-        if predicted is None:
+        est, reason = train_step_estimate(row, run, cal)
+        if est is None:
             return Skipped(run_id=run.id, kind=run.kind, reason=reason)
+        algorithm = _allreduce_name(est)
         out.append(Comparison(
             run_id=run.id, kind=run.kind,
-            point=f"{row.model} step, {run.nodes} node(s) x {run.ranks_per_node} rank(s)",
-            measured=row.step, predicted=predicted, in_sample=run.id in cal.runs,
+            point=f"{row.model} step, {run.nodes} node(s) x {run.ranks_per_node} rank(s)"
+                  + (f" (all-reduce: {algorithm})" if algorithm else ""),
+            measured=row.step, predicted=float(est.step_time), in_sample=run.id in cal.runs,
             details={"model": row.model, "nodes": run.nodes, "ranks_per_node": run.ranks_per_node,
+                     "allreduce_algorithm": algorithm,
                      "batch_per_rank": row.batch_per_rank, "seq_len": row.seq_len,
                      **_memory_details(row, run, cal),
                      # its forward/backward times set the compute efficiency; its communication
                      # is predicted from the collective fits either way
                      "fitted": "compute" if run.id in cal.runs else None}))
     return out
+
+
+def _allreduce_name(est) -> str:
+    """The gradient all-reduce's algorithm as the estimate names it ("" with one rank)."""
+    for op in est.comm_ops:
+        if op.op == "all_reduce" and op.ranks > 1:
+            return op.algorithm.split(" (")[0]
+    return ""
 
 
 def _memory_details(row, run: MeasuredRun, cal: Calibration) -> dict:

@@ -63,6 +63,10 @@ def _default_path(created: str) -> Path:
     return path
 
 
+def _library(backend: str) -> str:
+    return {"gloo": "Gloo's", "nccl": "NCCL's"}.get(str(backend).lower(), str(backend))
+
+
 def print_calibration(cal, path: str, notes: list[str]) -> None:
     from willitscale.cli.output import print_table
     from willitscale.units import format_bandwidth, format_time
@@ -73,7 +77,7 @@ def print_calibration(cal, path: str, notes: list[str]) -> None:
                               "rms error"],
                     [[link.level, format_bandwidth(link.bandwidth), format_time(link.latency),
                       f"{link.efficiency:.1%}" if link.efficiency else "-",
-                      f"{link.op} ({link.algorithm}, {link.backend})", link.points,
+                      f"{link.op} ({_library(link.backend)} {link.algorithm})", link.points,
                       f"{link.rms_error:.1%}"] for link in cal.links],
                     caption="bandwidth: one direction, as the fitted algorithm achieves it; "
                             "latency: alpha, per algorithm step")
@@ -86,6 +90,16 @@ def print_calibration(cal, path: str, notes: list[str]) -> None:
                       if c.optimizer_time_per_param else "-"] for c in cal.compute],
                     caption="peak: " + "; ".join(f"{c.device} {c.dtype}: {c.peak_source}"
                                                  for c in cal.compute))
+    curves = cal.section("collective")
+    if curves:
+        print_table("collectives", ["library", "op", "algorithm", "nodes x ranks", "latency", "algbw",
+                                    "sizes", "points", "rms error"],
+                    [[{"nccl": "NCCL", "gloo": "Gloo"}[c.backend], c.op, c.pair,
+                      f"{c.nodes} x {c.ranks_per_node}", format_time(c.latency),
+                      format_bandwidth(c.bandwidth), f"{c.min_size:,.0f}-{c.max_size:,.0f} B",
+                      c.points, f"{c.rms_error:.1%}"] for c in curves],
+                    caption="time = latency + size / algbw (NCCL's own form), size as nccl-tests "
+                            "counts it; written as [[collective]] in the profile")
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
 
@@ -178,6 +192,12 @@ def run(args: argparse.Namespace) -> int:
                                "ranks_per_node": link.ranks_per_node,
                                "nics_per_node": link.nics_per_node,
                                "runs": list(link.runs)} for link in cal.links],
+                    "collective": [{"backend": c.backend, "op": c.op, "algorithm": c.algorithm,
+                                    "protocol": c.protocol, "nodes": c.nodes,
+                                    "ranks_per_node": c.ranks_per_node, "latency_us": c.latency / 1e-6,
+                                    "algbw_GBps": c.bandwidth / 1e9, "points": c.points,
+                                    "rms_error": c.rms_error, "runs": list(c.runs)}
+                                   for c in cal.section("collective")],
                     "compute": [{"device": c.device, "dtype": c.dtype,
                                  "peak_TFLOPS": c.peak_flop_rate / 1e12,
                                  "achieved_TFLOPS": (c.achieved_flop_rate or 0) / 1e12 or None,

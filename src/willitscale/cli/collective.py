@@ -6,11 +6,15 @@ HELP = "how long one collective takes under each algorithm; its algbw and busbw"
 
 DESCRIPTION = """\
 How long does one collective take, under which algorithm, and what busbw does that make?
-Alpha-beta cost of one collective (all_reduce, reduce_scatter, all_gather, broadcast, reduce,
-all_to_all, send_recv) under each algorithm that can run it, and which one is fastest.
---size follows nccl-tests: all_gather's gathered output, reduce_scatter's input, all_to_all's
-per-rank send buffer. Bandwidths are one direction (200Gbps = 25 GB/s). With no link given a
-named default is used and the output says so. Formulas and sources: docs/collectives.md."""
+Three backends (--backend): nccl (the default with --node): the (algorithm, protocol) NCCL
+picks by its own tuning model (Ring, Tree, NVLS, NVLSTree, CollNetDirect, CollNetChain, PAT x
+LL, LL128, Simple), the runners-up, and the time the pick achieves; gloo: what PyTorch's Gloo
+runs (rings over TCP); alpha-beta (the default without --node): the textbook cost of every
+algorithm that can run the op, and which is fastest. --size follows nccl-tests: all_gather's
+gathered output, reduce_scatter's input, all_to_all's per-rank send buffer; several sizes,
+comma-separated, give one row each. Bandwidths are one direction (200Gbps = 25 GB/s). With no
+link given a named default is used and the output says so. Formulas and sources:
+docs/collectives.md."""
 
 
 def register(subparsers) -> None:
@@ -18,6 +22,8 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("collective", help=HELP, description=DESCRIPTION, epilog=examples(
         "willitscale collective all_reduce --size 1GB --ranks 64 --node dgx-h100",
+        "willitscale collective all_reduce --size 4MiB,64MiB,1GiB --ranks 8 --node dgx-a100 --json",
+        "willitscale collective all_reduce --size 25MB --ranks 16 --node p5 --algorithm nvlstree",
         "willitscale collective all_gather --size 256MB --ranks 8 --link nvlink4",
         "willitscale collective all_reduce --size 97.5MB --ranks 256 --bandwidth 400Gbps "
         "--latency 5us --algorithm ring"))
@@ -27,9 +33,20 @@ def register(subparsers) -> None:
     p.add_argument("--bandwidth", help="per-rank one-direction bandwidth, e.g. 100GB/s or 400Gbps "
                    "(with --ranks-per-node: each rank's intra-node bandwidth)")
     p.add_argument("--latency", help="per-hop latency, e.g. 5us or 0 (with --ranks-per-node: intra-node)")
+    p.add_argument("--backend", choices=("nccl", "gloo", "alpha-beta"),
+                   help="nccl (default with --node), gloo, or alpha-beta (default without --node)")
     p.add_argument("--algorithm", default=None,
-                   help="ring, binary_tree, double_binary_tree, halving_doubling, parameter_server, naive, "
-                   "direct, hierarchical, or all (default: all applicable, fastest marked)")
+                   help="nccl: Ring, Tree, NVLS, NVLSTree, CollNetDirect, CollNetChain, PAT (as "
+                   "NCCL_ALGO, any case); alpha-beta: ring, binary_tree, double_binary_tree, "
+                   "halving_doubling, parameter_server, naive, direct, hierarchical, or all "
+                   "(default: all applicable, fastest marked)")
+    p.add_argument("--protocol", help="with --backend nccl: LL, LL128 or Simple (as NCCL_PROTO)")
+    p.add_argument("--gpus-per-process", help="with --backend nccl: GPUs one process drives "
+                   "(nccl-tests -g; default 1, as torchrun)")
+    p.add_argument("--sharp", action="store_true", help="with --backend nccl: in-network reduction "
+                   "on InfiniBand (SHARP via CollNet, NCCL_COLLNET_ENABLE=1)")
+    p.add_argument("--device", choices=("cuda", "cpu"), help="with --backend gloo: where the "
+                   "tensors live (cuda stages them through host memory; default cuda with --node)")
     p.add_argument("--link", help="a catalog link as the one level, e.g. ib-ndr, nvlink4, roce-400g "
                    "(its achievable bandwidth and latency; `willitscale hardware list --kind link`)")
     p.add_argument("--node", help="a catalog node preset as the two levels, e.g. dgx-h100, p4d "
@@ -39,6 +56,9 @@ def register(subparsers) -> None:
     two.add_argument("--inter-bandwidth", help="one node's one-direction bandwidth to other nodes, all NICs "
                      "together, e.g. 8x400Gbps or 400GB/s")
     two.add_argument("--inter-latency", help="per-hop latency between nodes, e.g. 5us")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="with --backend nccl: a measured profile whose [[collective]] entries (willitscale "
+                        "calibrate) give the measured time of the pairs they measured on this geometry")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=run)
 
@@ -149,6 +169,39 @@ def _size_note(op) -> str | None:
     }.get(op)
 
 
+_NCCL_ONLY = {"nvls", "nvlstree", "nvls_tree", "collnetdirect", "collnetchain", "collnet_direct",
+              "collnet_chain", "pat"}
+
+
+def _backend(args) -> str:
+    """The backend asked for, or the default: nccl with --node (or NCCL-only flags), else alpha-beta."""
+    from willitscale.errors import ConfigError
+
+    nccl_flags = [f for f, v in (("--protocol", args.protocol), ("--gpus-per-process", args.gpus_per_process),
+                                 ("--sharp", args.sharp or None), ("--calibration", args.calibration))
+                  if v is not None]
+    named = (args.algorithm or "").strip().lower().replace("-", "_")
+    backend = args.backend or ("nccl" if args.node is not None or nccl_flags or named in _NCCL_ONLY
+                               else "alpha-beta")
+    if backend == "nccl" and args.node is None:
+        implied = ", ".join(nccl_flags) if args.backend is None and nccl_flags else ""
+        raise ConfigError("--backend nccl" + (f" (implied by {implied})" if implied else "")
+                          + " needs --node PRESET (NCCL's model reads the node's GPUs, NVLink, NICs "
+                          "and CPU; `willitscale hardware list --kind node`)")
+    if backend != "nccl" and nccl_flags:
+        raise ConfigError(f"{nccl_flags[0]} applies with --backend nccl only (NCCL's protocols and "
+                          "launch modes), not with --backend " + backend)
+    if backend != "gloo" and args.device is not None:
+        raise ConfigError("--device applies with --backend gloo only")
+    return backend
+
+
+def _sizes(text: str) -> list[float]:
+    from willitscale.units import parse_size
+
+    return [parse_size(part, field="--size", unit_required=True) for part in text.split(",") if part.strip()]
+
+
 def run(args) -> int:
     from willitscale.collectives import (
         collective_cost,
@@ -158,12 +211,27 @@ def run(args) -> int:
         parse_op,
     )
     from willitscale.collectives.algorithms import PREFERENCE
-    from willitscale.units import parse_size
+    from willitscale.errors import ConfigError
 
     op = parse_op(args.op, field="OP")
-    size = parse_size(args.size, field="--size", unit_required=True)
+    sizes = _sizes(args.size)
     ranks = _ranks(args.ranks, "--ranks")
+    backend = _backend(args)
+    if backend == "nccl":
+        from willitscale.cli.collective_nccl import run_nccl
+
+        return run_nccl(args, op, sizes, ranks)
     network, notes = build_network(args)
+    if backend == "gloo":
+        from willitscale.cli.collective_nccl import run_gloo
+
+        if args.algorithm is not None:
+            raise ConfigError("--algorithm does not apply with --backend gloo: Gloo runs one "
+                              "algorithm per op whatever the size (docs/collectives.md)")
+        return run_gloo(args, op, sizes, ranks, network, notes)
+    if len(sizes) != 1:
+        raise ConfigError("--size", args.size, "one size with --backend alpha-beta (several with nccl or gloo)")
+    size = sizes[0]
     notes += [n for n in (_size_note(op),) if n]
     notes.append("alpha-beta model: no contention beyond the links described; trees and chains at their "
                  "pipelined limit (see docs/collectives.md)")

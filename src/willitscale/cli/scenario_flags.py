@@ -78,6 +78,10 @@ def _execution_flags(parser) -> None:
                                         "(default tp-cp-ep-dp-pp)")
     x.add_argument("--no-flash-attention", dest="flash_attention", action="store_const",
                    const="false", help="standard attention (keeps the s x s scores)")
+    x.add_argument("--collectives", choices=("nccl", "gloo", "alpha-beta"),
+                   help="how collectives are costed: nccl (default: NCCL's algorithm x protocol "
+                        "pick and achieved time), gloo (PyTorch's Gloo rings over TCP) or "
+                        "alpha-beta (textbook ring / double binary tree on the links)")
     k = parser.add_argument_group("kernels (docs/estimate.md, Compute)")
     k.add_argument("--attention-kernel", choices=("auto", "fa2", "fa3", "fa4", "cudnn", "ck"),
                    help="fused attention kernel (default auto: the GPU's own, FA2 on A100, FA3 "

@@ -5,7 +5,8 @@ the validation set (docs/validation.md), the test rows by default, with the erro
 GPU, parallelism and dtype. Otherwise every stored run the calibration can predict (or the runs given), row by row, with the
 relative error of each prediction and whether the row was one the calibration was fitted to
 (in-sample) or a real test (out-of-sample). Without --calibration, the latest one
-``willitscale calibrate`` wrote.
+``willitscale calibrate`` wrote. With --nccl-tests: the NCCL collective model against the
+published nccl-tests sweeps of its validation set, error per size band (test rows by default).
 """
 
 from __future__ import annotations
@@ -25,15 +26,20 @@ def register(subparsers) -> None:
                               description=__doc__.split("\n\n", 1)[1].replace("``", ""), epilog=examples(
                                   "willitscale validate",
                                   "willitscale validate --published",
-                                  "willitscale validate --calibration cluster.toml 7 8 --plot figs"))
+                                  "willitscale validate --calibration cluster.toml 7 8 --plot figs",
+                                  "willitscale validate --nccl-tests --quality good"))
     p.add_argument("run_ids", type=int, nargs="*", metavar="RUN_ID",
                    help="stored runs to predict (default: every run the calibration can predict)")
     p.add_argument("--calibration", default=None, help="a calibration file (default: the latest)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--published", action="store_true",
                    help="the compute model against published training runs (docs/validation.md)")
+    p.add_argument("--nccl-tests", action="store_true",
+                   help="the NCCL model against the published nccl-tests sweeps (no store, no calibration)")
     p.add_argument("--side", choices=("test", "fit", "all"), default="test",
-                   help="with --published: which rows (default test)")
+                   help="with --published or --nccl-tests: which rows (default test; all: --published only)")
+    p.add_argument("--quality", choices=("all", "good"), default="all",
+                   help="with --nccl-tests: every sweep (default) or only those graded good with the data")
     p.add_argument("--markdown", action="store_true",
                    help="with --published: the tables as Markdown (docs/validation.md)")
     add_plot_flag(p)
@@ -60,7 +66,29 @@ def _calibration(store, path: str | None):
     return Calibration.from_toml_data(data, where=latest.path), latest.path
 
 
+def _nccl_tests(args: argparse.Namespace) -> int:
+    from willitscale.cli.output import print_json
+    from willitscale.validation.nccl_check import report_lines, validation_report
+
+    report = validation_report(args.side, args.quality)
+    if args.json:
+        print_json(report)
+    else:
+        print("\n".join(report_lines(report)))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.nccl_tests:
+        from willitscale.errors import ConfigError
+
+        if args.published or args.markdown or args.side == "all" or args.run_ids or args.calibration:
+            raise ConfigError("--nccl-tests takes --side test|fit, --quality and --json only")
+        return _nccl_tests(args)
+    if args.quality != "all":
+        from willitscale.errors import ConfigError
+
+        raise ConfigError("--quality goes with --nccl-tests")
     if args.published:
         from willitscale.cli.validate_published import run_published
 
@@ -72,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     if args.side != "test" or args.markdown:
         from willitscale.errors import ConfigError
 
-        raise ConfigError("--side and --markdown go with --published")
+        raise ConfigError("--side and --markdown go with --published (or --side with --nccl-tests)")
     from willitscale.calibrate.runs import measured_run
     from willitscale.calibrate.validate import Skipped, compare
     from willitscale.cli.output import print_json, print_table

@@ -2,24 +2,28 @@
 
 :class:`ClusterLinks` holds what one GPU can send inside its node (NVLink/NVSwitch or PCIe,
 ``usable_intra_bandwidth x efficiency``) and what one node can send to the others (all its NICs,
-``nics x nic.bandwidth x efficiency``), both one direction, or a calibration's fitted figures.
+``nics x nic.bandwidth x efficiency``), both one direction, or a calibration's fitted figures;
+and which collective library runs (``backend``) on which catalog node.
 
-:func:`collective_lines` turns a collective over placed groups (:mod:`willitscale.topology.placement`) into straight
-lines ``time(S) = A + B x S`` per algorithm NCCL runs. Every alpha-beta formula of
-:mod:`willitscale.collectives` is affine in the message size ``S`` for a fixed group and network
-(a latency term that does not depend on ``S`` plus bytes over bandwidth), so two evaluations give
-the exact line; :func:`line_time` then evaluates any number of sizes at once and applies
-:func:`willitscale.collectives.fastest`'s rule: the first algorithm in NCCL's preference order
-within 1% of the fastest. The single-plan estimate and the batched planner both use these
-functions, on arrays of length 1 or of many plans.
+:func:`collective_lines` turns a collective over placed groups (:mod:`willitscale.topology.placement`)
+into :class:`~willitscale.collectives.line_time.CollectiveLines` (a row per distinct group
+geometry, a column per candidate), and
+:func:`~willitscale.collectives.line_time.line_time` evaluates any number of sizes at once:
 
-The network a group sees:
+* **nccl** (a catalog node, no calibrated link): one column per (algorithm, protocol) NCCL can
+  run for the group (:mod:`willitscale.collectives.nccl_lines`): NCCL's pick by its own model,
+  the achieved time of that pick (:mod:`willitscale.collectives.nccl`), so a 25 MB bucket pays the
+  tens of microseconds NCCL really pays;
+* **gloo**: PyTorch's Gloo: a ring over the links for all_reduce and all_gather, a full
+  all_reduce for reduce_scatter (ProcessGroupGloo runs one), direct sends for all_to_all and
+  send_recv; CUDA tensors staged through host memory over PCIe before and after;
+* **alpha-beta** (a calibration's fitted link levels under NCCL): the alpha-beta forms the
+  calibration was fitted in, ring and double binary tree, as ``fastest`` chooses.
 
-* inside one node: each GPU's link (a flat :class:`~willitscale.collectives.LinkCost`);
-* across nodes: a two-level :class:`~willitscale.collectives.Hierarchy` with the group's members
-  per node on the intra-node link and, across nodes, the node's NIC bandwidth times the group's
-  share of it (:attr:`willitscale.topology.placement.GroupPlacement.node_share`); ``rails`` when the node has a NIC
-  per GPU (docs/collectives.md: the ring's NVLink bytes are then ``(g-1)/g`` of the ring's).
+The network a group sees in the alpha-beta forms: inside one node, each GPU's link (a flat
+:class:`~willitscale.collectives.LinkCost`); across nodes, a two-level
+:class:`~willitscale.collectives.Hierarchy` with the node's NIC bandwidth times the group's share
+of it (:attr:`willitscale.topology.placement.GroupPlacement.node_share`).
 """
 
 from __future__ import annotations
@@ -29,17 +33,28 @@ from dataclasses import dataclass
 import numpy as np
 
 from willitscale.collectives.algorithms import nccl_algorithms
-from willitscale.collectives.choice import first_within
 from willitscale.collectives.cost import collective_cost
+from willitscale.collectives.gloo import staging_bandwidth
+from willitscale.collectives.line_time import (
+    CollectiveLines,
+    affine_rows,
+    line_time,
+    pair_time,
+    select_lines,
+    take_lines,
+)
 from willitscale.collectives.network import Hierarchy, LinkCost
+from willitscale.collectives.ops import Op
 from willitscale.hardware.calibration import inter_node_bandwidth
 from willitscale.hardware.describe import intra_link_name, link_name
 from willitscale.units import format_bandwidth, format_time
 
 __all__ = ["ClusterLinks", "CollectiveLines", "cluster_links", "collective_lines", "line_time",
-           "take_lines", "select_lines", "pair_time", "link_caveats"]
+           "take_lines", "select_lines", "pair_time", "affine_rows", "link_caveats", "BACKENDS"]
 
-_S1, _S2 = 1e6, 1e9  # two sizes that define each line
+_S1, _S2 = 1e6, 1e9  # two sizes that define each alpha-beta line
+#: how the estimate costs collectives: NCCL's model, Gloo's rings, or fitted alpha-beta levels
+BACKENDS = ("nccl", "gloo", "alpha-beta")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +74,10 @@ class ClusterLinks:
     #: a NIC per GPU (rail-optimized servers): NCCL's rings leave the node through every GPU in
     #: turn, so a GPU's intra-node link carries only (g-1)/g of a ring's bytes
     rails: bool = False
+    backend: str = "alpha-beta"  #: see :data:`BACKENDS`
+    node: object = None  #: the catalog node NCCL's model reads (backend "nccl")
+    #: bytes/s of the pinned host copies Gloo makes of a CUDA tensor (0: CPU tensors, none)
+    staging_bandwidth: float = 0.0
 
     def describe(self) -> str:
         return (f"{self.intra_name}: {format_bandwidth(self.intra_bandwidth)} per GPU effective, "
@@ -66,12 +85,22 @@ class ClusterLinks:
                 f"{format_bandwidth(self.inter_bandwidth)} per node effective, "
                 f"{format_time(self.inter_latency)}")
 
+    @property
+    def scale(self) -> tuple[float, float]:
+        """(intra, inter): these links' line rates over the catalog node's (what-ifs scale them)."""
+        node = self.node
+        if node is None:
+            return 1.0, 1.0
+        return (self.intra_line_rate / node.usable_intra_bandwidth,
+                self.inter_line_rate / node.inter_node_bandwidth)
+
 
 def cluster_links(scenario) -> ClusterLinks:
     """The links of ``scenario``'s cluster; a calibration's fitted level replaces the catalog's
     (its bandwidth is what was achieved, so no efficiency is applied to it). The inter-node fit
     is what a measured node sent with its ranks; it is scaled to this node per NIC
-    (:func:`willitscale.hardware.calibration.inter_node_bandwidth`)."""
+    (:func:`willitscale.hardware.calibration.inter_node_bandwidth`). The backend is the
+    scenario's collective library; NCCL on calibrated levels uses their alpha-beta forms."""
 
     cluster = scenario.cluster
     node = cluster.node
@@ -81,10 +110,12 @@ def cluster_links(scenario) -> ClusterLinks:
     intra_name = intra_link_name(node)
     inter_name = f"{node.nics} x {link_name(nic)}" if node.nics > 1 else link_name(nic)
     calibration = scenario.calibration
+    calibrated = False
     for level in ("intra_node", "inter_node"):
         fit = None if calibration is None else calibration.link(level)
         if fit is None:
             continue
+        calibrated = True
         if level == "intra_node":
             note = f" [calibrated: {format_bandwidth(fit.bandwidth)} per GPU, {format_time(fit.latency)}]"
             intra_bw, intra_lat, intra_name = fit.bandwidth, fit.latency, intra_name + note
@@ -94,48 +125,37 @@ def cluster_links(scenario) -> ClusterLinks:
                     f"{format_bandwidth(fit.bandwidth)} fitted with {fit.ranks_per_node} rank(s) "
                     f"per node, {format_time(fit.latency)}]")
             inter_bw, inter_lat, inter_name = per_node, fit.latency, inter_name + note
+    library = getattr(scenario.options, "collectives", "nccl")
+    backend = library if library != "nccl" else ("alpha-beta" if calibrated else "nccl")
     return ClusterLinks(
         gpus_per_node=node.gpus_per_node, nodes=cluster.nodes, intra_bandwidth=intra_bw,
         intra_latency=intra_lat, inter_bandwidth=inter_bw, inter_latency=inter_lat,
         intra_name=intra_name, inter_name=inter_name, intra_line_rate=node.usable_intra_bandwidth,
-        inter_line_rate=node.inter_node_bandwidth, rails=node.nics >= node.gpus_per_node)
+        inter_line_rate=node.inter_node_bandwidth, rails=node.nics >= node.gpus_per_node,
+        backend=backend, node=node, staging_bandwidth=staging_bandwidth(cluster.gpu.pcie_gen) if backend == "gloo" else 0.0)
 
 
-def link_caveats(cluster) -> tuple[str, ...]:
+def link_caveats(cluster, backend: str = "nccl") -> tuple[str, ...]:
     """What the link model leaves out on this node, for the assumptions of a report.
 
-    * NVLink SHARP (NVLS): third-generation NVSwitch and later (H100, H200, B200 nodes) reduce in
-      the switch; NCCL's NVLS all-reduce then reaches ~480 GB/s busbw on one 8-GPU H100 node
-      (NCCL maintainers in NVIDIA/nccl-tests issues #212 and #290), above what a ring can (~360
-      GB/s at the catalog's 0.80 of 450 GB/s). Not modelled: a single-node all-reduce may be
-      faster than estimated.
+    * NVLink SHARP (NVLS): modelled for NCCL (its NVLS and NVLSTree algorithms), not on a
+      calibration's alpha-beta levels. Gloo has no in-switch reduction at all.
     * PCIe: GPUs behind one PCIe switch share its uplink to the CPU and to the NIC; each GPU is
       credited its own x16 link here, so a PCIe node may be slower than estimated.
     """
     node = cluster.node
     out = []
-    switch = getattr(node.nvswitch, "name", "") or ""
-    nvls = node.intra_topology == "nvswitch" and (
-        switch.endswith(("v3", "v4")) or node.intra_link.name.startswith(("nvlink4", "nvlink5")))
-    if nvls and node.gpus_per_node > 1:
-        out.append("NVLink SHARP (NVLS) in-switch reduction not modelled: NCCL's NVLS all-reduce "
-                   "reaches ~480 GB/s busbw on one 8-GPU H100 node (nccl-tests issues #212, #290), "
-                   "so intra-node all-reduces may be faster than estimated")
+    switch = node.nvswitch
+    nvls = node.intra_topology == "nvswitch" and bool(switch is not None and switch.in_network_reduction)
+    if nvls and node.gpus_per_node > 1 and backend == "alpha-beta":
+        out.append("NVLink SHARP (NVLS) in-switch reduction not modelled on calibrated alpha-beta "
+                   "links: NCCL's NVLS all-reduce reaches ~480 GB/s busbw on one 8-GPU H100 node "
+                   "(nccl-tests issues #212, #290), so intra-node all-reduces may be faster")
     if node.intra_topology == "pcie" and node.gpus_per_node > 1:
         out.append("PCIe switch sharing not modelled: GPUs behind one switch share its uplink (to "
                    "the CPU and the NICs); each GPU is credited its own x16 link, so this node may "
                    "be slower than estimated")
     return tuple(out)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CollectiveLines:
-    """``time = intercept + slope x size`` per plan (rows) and algorithm (columns)."""
-
-    op: str
-    algorithms: tuple[str, ...]
-    intercept: np.ndarray  #: seconds, shape (plans, algorithms)
-    slope: np.ndarray  #: seconds per byte, shape (plans, algorithms)
 
 
 def _network(links: ClusterLinks, per_node: int, spans: bool, share):
@@ -147,22 +167,33 @@ def _network(links: ClusterLinks, per_node: int, spans: bool, share):
     return Hierarchy(ranks_per_node=per_node, intra=intra, inter=inter, rails=links.rails)
 
 
-def collective_lines(op: str, placement, links: ClusterLinks, *, ranks=None) -> CollectiveLines:
-    """Lines of ``op`` over the groups of ``placement`` (arrays of plans); ``ranks`` overrides
-    the group size (a sub-group, e.g. the 2 ranks of the tied-embedding all-reduce)."""
+#: Gloo's algorithm per op, as ProcessGroupGloo runs it: (the op whose cost it pays, algorithm)
+_GLOO = {Op.ALL_REDUCE: (Op.ALL_REDUCE, "ring"), Op.REDUCE_SCATTER: (Op.ALL_REDUCE, "ring"),
+         Op.ALL_GATHER: (Op.ALL_GATHER, "ring"), Op.BROADCAST: (Op.BROADCAST, "ring"),
+         Op.REDUCE: (Op.REDUCE, "ring"), Op.ALL_TO_ALL: (Op.ALL_TO_ALL, "direct"),
+         Op.SEND_RECV: (Op.SEND_RECV, "direct")}
 
-    algorithms = tuple(a.value for a in nccl_algorithms(op))
+
+def _geometries(placement, ranks):
+    """Distinct (members per node or 0 inside a node, size, share) and each plan's index."""
     size = np.atleast_1d(np.asarray(placement.size if ranks is None else ranks, dtype=float))
     per_node = np.atleast_1d(np.minimum(placement.members_per_node, size)).astype(float)
     spans = np.atleast_1d(np.asarray(placement.nodes) > 1) & (size > 1)
     share = np.broadcast_to(np.atleast_1d(placement.node_share), size.shape).astype(float)
     keys = np.where(spans, per_node, 0.0)
-    # plans share few group geometries: cost each distinct one once
     share_code = np.rint(np.where(spans, share, 0.0) * (1 << 15)).astype(np.int64)
     code = (keys.astype(np.int64) << 44) + (size.astype(np.int64) << 16) + share_code
     _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
     unique = np.stack([keys[first], size[first], np.where(spans, share, 0.0)[first]], axis=1)
-    inverse = inverse.reshape(-1)
+    return unique, inverse.reshape(-1)
+
+
+def _alpha_beta_lines(op: Op, unique, inverse, links: ClusterLinks) -> CollectiveLines:
+    if links.backend == "gloo":
+        cost_op, algorithm = _GLOO[op]
+        algorithms = (algorithm,)
+    else:
+        cost_op, algorithms = op, tuple(a.value for a in nccl_algorithms(op))
     u_int = np.zeros((len(unique), len(algorithms)))
     u_slope = np.zeros_like(u_int)
     for key in np.unique(unique[:, 0]):
@@ -170,49 +201,26 @@ def collective_lines(op: str, placement, links: ClusterLinks, *, ranks=None) -> 
         net = _network(links, int(key), bool(key > 0), unique[rows, 2])
         n = unique[rows, 1]
         for j, algorithm in enumerate(algorithms):
-            t1 = np.asarray(collective_cost(op, algorithm, _S1, n, net).time, dtype=float)
-            t2 = np.asarray(collective_cost(op, algorithm, _S2, n, net).time, dtype=float)
+            t1 = np.asarray(collective_cost(cost_op, algorithm, _S1, n, net).time, dtype=float)
+            t2 = np.asarray(collective_cost(cost_op, algorithm, _S2, n, net).time, dtype=float)
             b = (t2 - t1) / (_S2 - _S1)
             u_slope[rows, j] = b
             u_int[rows, j] = t1 - b * _S1
-    intercept, slope = u_int[inverse], u_slope[inverse]
-    return CollectiveLines(op=op, algorithms=algorithms, intercept=intercept, slope=slope)
+    if links.staging_bandwidth > 0 and op not in (Op.ALL_TO_ALL, Op.SEND_RECV):
+        # ProcessGroupGloo copies a CUDA tensor to pinned host memory and back, serially with
+        # the ring (ProcessGroupGlooCuda.cpp, AsyncAllreduceCUDAHostWork): 2 S over PCIe
+        u_slope = u_slope + np.where(unique[:, 1:2] > 1, 2.0 / links.staging_bandwidth, 0.0)
+    names = tuple(f"gloo {a}" for a in algorithms) if links.backend == "gloo" else algorithms
+    return CollectiveLines(op=op.value, algorithms=names, intercept=u_int, slope=u_slope, geometry=inverse)
 
 
-def line_time(lines: CollectiveLines, size, *, with_choice: bool = False):
-    """Seconds of the collective for ``size`` bytes (shape ``(plans,)`` or ``(plans, k)``).
+def collective_lines(op: str, placement, links: ClusterLinks, *, ranks=None) -> CollectiveLines:
+    """Lines of ``op`` over the groups of ``placement`` (arrays of plans); ``ranks`` overrides
+    the group size (a sub-group, e.g. the 2 ranks of the tied-embedding all-reduce)."""
+    op = Op(op)
+    unique, inverse = _geometries(placement, ranks)
+    if links.backend == "nccl" and links.node is not None:
+        from willitscale.collectives.nccl_lines import nccl_lines
 
-    The algorithm is chosen per element as :func:`willitscale.collectives.fastest` chooses it.
-    With ``with_choice``, also returns the index of the chosen algorithm.
-    """
-    s = np.asarray(size, dtype=float)
-    extra = s.ndim - 1 if s.ndim >= 1 else 0
-    shape = (lines.intercept.shape[0],) + (1,) * extra
-    times = [lines.intercept[:, j].reshape(shape) + lines.slope[:, j].reshape(shape) * s
-             for j in range(len(lines.algorithms))]
-    times = [np.maximum(t, 0.0) for t in times]
-    if len(times) == 1:
-        return (times[0], np.zeros(times[0].shape, dtype=int)) if with_choice else times[0]
-    index = first_within(np.stack(times))  # as willitscale.collectives.fastest chooses
-    chosen = np.take_along_axis(np.stack(times), index[None], axis=0)[0]
-    return (chosen, index) if with_choice else chosen
-
-
-def take_lines(lines: CollectiveLines, rows) -> CollectiveLines:
-    """The lines of some plans (an index array or mask)."""
-    return CollectiveLines(op=lines.op, algorithms=lines.algorithms,
-                           intercept=lines.intercept[rows], slope=lines.slope[rows])
-
-
-def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLines:
-    """Per plan, the lines of ``a`` where ``mask`` holds, else those of ``b``."""
-    m = np.asarray(mask, dtype=bool)[:, None]
-    return CollectiveLines(op=a.op, algorithms=a.algorithms,
-                           intercept=np.where(m, a.intercept, b.intercept),
-                           slope=np.where(m, a.slope, b.slope))
-
-
-def pair_time(lines_a: CollectiveLines, size_a, lines_b: CollectiveLines, size_b):
-    """Time of two collectives of per-column sizes, skipping empty ones."""
-    a = np.where(size_a > 0, line_time(lines_a, size_a), 0.0)
-    return a + np.where(size_b > 0, line_time(lines_b, size_b), 0.0)
+        return nccl_lines(op, unique, inverse, links)
+    return _alpha_beta_lines(op, unique, inverse, links)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from willitscale.collectives.lines import link_caveats
+from willitscale.collectives.lines import cluster_links, link_caveats
 from willitscale.memory.device import RESERVED_RATIO
 from willitscale.step.pipeline import bubble_fraction
 from willitscale.units import format_size
@@ -63,7 +63,7 @@ def _head(scenario, ctx, batch: str) -> list[tuple[str, str]]:
 
 
 def _tail(scenario) -> list[tuple[str, str]]:
-    items = [("not modelled", note) for note in link_caveats(scenario.cluster)]
+    items = [("not modelled", note) for note in link_caveats(scenario.cluster, cluster_links(scenario).backend)]
     items += [("memory", _memory_note(scenario))]
     items += [("workload", note) for note in work_notes(scenario)]
     items += [("default", d) for d in scenario.defaults_applied]

@@ -10,14 +10,17 @@ cluster. Its ranks are placed node by node, so the group crosses:
   per node; with a NIC per GPU (``rails``) NCCL's rings leave the node through every GPU in
   turn, so each GPU's intra-node link carries ``(g-1)/g`` of a ring's bytes.
 
-On one node that is a flat network (:class:`~willitscale.collectives.network.LinkCost`); on
-several, a two-level :class:`~willitscale.collectives.network.Hierarchy`, built from the same
-:class:`~willitscale.collectives.lines.ClusterLinks` the engine uses. Each bucket's all-reduce takes the
-time of the algorithm the model picks the way NCCL would (:func:`willitscale.collectives.choice.
-fastest` among NCCL's algorithms, ring and double binary tree): the model's NCCL-like choice,
-not a measurement of what NCCL picks. A measured all-reduce (``--allreduce-time``/
-``--allreduce-size``, "The Impact of GPU Networking") replaces the model: a bucket then takes
-``measured_time x bucket_bytes / measured_bytes``.
+Each bucket's all-reduce is costed as the engine costs it, by the collective library the
+scenario runs (:func:`~willitscale.collectives.lines.collective_lines` over the data-parallel
+group): with **NCCL**, the (algorithm, protocol) NCCL's own tuning model picks for the bucket's
+size and the time that pair achieves (docs/collectives.md, "NCCL as it runs"); with **Gloo**,
+PyTorch's ring over TCP; with a calibration's fitted levels, their alpha-beta forms (ring and
+double binary tree, on one level a flat :class:`~willitscale.collectives.network.LinkCost`, on
+several a two-level :class:`~willitscale.collectives.network.Hierarchy`). A measured all-reduce
+(``--allreduce-time``/``--allreduce-size``, "The Impact of GPU Networking") replaces the model:
+a bucket then takes ``measured_time x bucket_bytes / measured_bytes``. The alpha-beta
+:meth:`GradientAllReduce.choice` stays for the requirements' closed forms (the bytes an
+algorithm moves through a level).
 
 Which level limits (the one a fix must speed up) is decided by :mod:`willitscale.estimation.levers`
 from the whole step, not assumed from whether the group spans nodes.
@@ -32,10 +35,11 @@ import numpy as np
 
 from willitscale.collectives.algorithms import NCCL_ALGORITHMS
 from willitscale.collectives.choice import fastest
-from willitscale.collectives.lines import cluster_links
+from willitscale.collectives.lines import cluster_links, collective_lines, line_time
 from willitscale.collectives.network import Hierarchy, LinkCost
 from willitscale.estimation.result import CommReport
 from willitscale.scenario.scenario import Scenario
+from willitscale.topology.placement import group_placement
 from willitscale.units import format_size, format_time
 
 __all__ = ["GradientAllReduce", "gradient_allreduce"]
@@ -59,6 +63,8 @@ class GradientAllReduce:
     measured_bytes: float | None = None
     flow: Any = None  #: a willitscale.fabric.FlowCollectiveModel (--network flow)
     flow_name: str = ""
+    backend: str = "alpha-beta"  #: how the engine costs the all-reduce (ClusterLinks.backend)
+    lines: Any = None  #: the engine's lines for the data-parallel group (one plan)
 
     @property
     def spans_nodes(self) -> bool:
@@ -88,7 +94,14 @@ class GradientAllReduce:
             return sizes.copy()
         if self.flow is not None:  # simulated: per_byte x size + fixed
             return np.where(sizes > 0, self.flow.per_byte * sizes + self.flow.fixed, 0.0)
+        if self.lines is not None:
+            return np.where(sizes > 0, line_time(self.lines, sizes.reshape(1, -1))[0].reshape(sizes.shape), 0.0)
         return np.asarray(self.choice(sizes).cost.time, dtype=float).reshape(sizes.shape)
+
+    def pick(self, size_bytes: float) -> tuple[str, float]:
+        """(the candidate the engine runs for one all-reduce of ``size_bytes``, its seconds)."""
+        time, index = line_time(self.lines, np.array([[float(size_bytes)]]), with_choice=True)
+        return self.lines.algorithms[int(index[0, 0])], float(time[0, 0])
 
     @property
     def algorithm(self) -> str:
@@ -98,7 +111,11 @@ class GradientAllReduce:
             return "measured"
         if self.flow is not None:
             return f"{self.flow.call.algorithm} ({self.flow.call.channels} channels), flow-simulated"
-        return "the model's NCCL-like choice per bucket"
+        if self.backend == "nccl":
+            return "NCCL's pick per bucket (algorithm/protocol by NCCL's own tuning model)"
+        if self.backend == "gloo":
+            return "Gloo's ring (PyTorch's Gloo backend: ring over TCP)"
+        return "the alpha-beta model's NCCL-like choice per bucket"
 
     @property
     def why(self) -> str:
@@ -114,6 +131,13 @@ class GradientAllReduce:
             hot = self.flow.reference.links.hottest
             busiest = f"; busiest link {hot[0]['link']} ({hot[0]['tier']})" if hot else ""
             return f"{self.flow_name} over {where}{busiest}"
+        if self.backend == "nccl":
+            return (f"NCCL v2.30's tuning model picks the algorithm and protocol over {where}; the "
+                    "time is what that pair achieves (NCCL's terms corrected to published "
+                    "nccl-tests sweeps, docs/collectives.md)")
+        if self.backend == "gloo":
+            return (f"ProcessGroupGloo runs a ring all-reduce over TCP on {where} (one alpha per "
+                    "ring step: 2(n-1) of them), whatever the size")
         return (f"alpha-beta model of ring and double binary tree over {where}"
                 + ("; a NIC per GPU: the ring leaves each node through every GPU in turn"
                    if self.rails and self.spans_nodes and self.gpus_per_node > 1 else ""))
@@ -123,9 +147,16 @@ class GradientAllReduce:
             (self.inter_name,) if self.spans_nodes else ())
         algorithm, why = self.algorithm, self.why
         if self.measured_time is None and self.flow is None and self.ranks > 1 and total_bytes > 0:
-            choice = self.choice(float(total_bytes) / max(calls, 1))
-            algorithm = f"{choice.algorithm.value} (the model's NCCL-like choice for a mean bucket)"
-            why = f"{self.why}. {choice.reason}"
+            mean = float(total_bytes) / max(calls, 1)
+            if self.lines is not None:
+                name, seconds = self.pick(mean)
+                library = "NCCL" if self.backend == "nccl" else "Gloo"
+                algorithm = f"{library} {name.removeprefix('gloo ')} (for a mean bucket of {format_size(mean)})"
+                why = f"{self.why}. A mean bucket of {format_size(mean)} takes {format_time(seconds)}"
+            else:
+                choice = self.choice(mean)
+                algorithm = f"{choice.algorithm.value} (the model's NCCL-like choice for a mean bucket)"
+                why = f"{self.why}. {choice.reason}"
         return CommReport(
             name="DDP gradient all-reduce", op="all_reduce",
             group=f"data parallel: {self.ranks} GPUs on {self.nodes} node(s)", ranks=self.ranks,
@@ -143,8 +174,14 @@ def gradient_allreduce(scenario: Scenario, gradient_bytes: float, links=None) ->
     flow = flow_name = None
     if scenario.network is not None and measured.allreduce_time is None and scenario.plan.dp > 1:
         flow, flow_name = scenario.network.all_reduce_model(scenario.cluster), scenario.network.describe()
+    lines = None
+    if links.backend in ("nccl", "gloo") and scenario.plan.dp > 1:
+        plan = scenario.plan
+        deg = {k: np.array([getattr(plan, k)]) for k in ("tp", "cp", "ep", "dp", "pp")}
+        place = group_placement("dp", deg, links.gpus_per_node, scenario.options.rank_order)
+        lines = collective_lines("all_reduce", place, links)
     return GradientAllReduce(
-        flow=flow, flow_name=flow_name or "",
+        flow=flow, flow_name=flow_name or "", backend=links.backend, lines=lines,
         ranks=scenario.plan.dp, nodes=scenario.cluster.nodes, gpus_per_node=links.gpus_per_node,
         intra_bandwidth=links.intra_bandwidth, intra_latency=links.intra_latency,
         inter_bandwidth=links.inter_bandwidth, inter_latency=links.inter_latency,

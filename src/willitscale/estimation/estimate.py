@@ -105,7 +105,10 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
         parts = data_parallel_parts(scenario, ctx, result, breakdown)
     else:
         parts = model_parallel_parts(scenario, ctx, result, breakdown)
-    step = breakdown.total
+    # the engine's step, as the planner ranks it (the parts add up to it within rounding: summed
+    # in another order they may differ in the last bit, and `plan`'s flags must give `estimate`
+    # the very figure `plan` printed)
+    step = value("step_time")
     peak = ctx.peak
     bottleneck = parts.bottleneck
     if oom is not None:  # asked for the numbers anyway: out of memory is still the verdict

@@ -201,8 +201,13 @@ def read_gpu(name: str, t: Table, resolve: Resolve) -> Gpu:
         default_nic=None if nic is None else _inter_node(resolve("link", nic), t.where).name,
         intra_topology=t.str("intra_topology", "", choices=iter(INTRA_TOPOLOGIES)),
         form_factor=t.str("form_factor", ""), memory_type=t.str("memory_type", ""),
+        compute_capability=t.float("compute_capability", None, positive=True),
+        pcie_gen=t.int("pcie_gen", None, min=3),
         source=t.str("source"), notes=_notes(t),
     )
+    interface_source = t.str("interface_source", "")
+    if (gpu.compute_capability is not None or gpu.pcie_gen is not None) and not interface_source:
+        raise ConfigError(f"{t.where}: compute_capability and pcie_gen need an interface_source")
     if not gpu.peak_flops:
         raise ConfigError(f"{t.where}: peak_TFLOPS needs at least one dtype ({', '.join(DTYPES)})")
     t.done()
@@ -244,6 +249,25 @@ def read_node(name: str, t: Table, resolve: Resolve) -> Node:
         nics=t.int("nics", min=1), intra_topology=t.str("intra_topology", "", choices=iter(INTRA_TOPOLOGIES)),
         nvswitch=None if switch_name is None else resolve("switch", switch_name),
         nvswitches=t.int("nvswitches", 0, min=0), source=t.str("source"), notes=_notes(t),
+        **_nccl_fields(t),
     )
     t.done()
     return node
+
+
+def _nccl_fields(t: Table) -> dict[str, Any]:
+    """The optional fields NCCL's model reads (cpu, the net plugin's latency, NCCL's count of
+    network devices), each with its ``*_source``."""
+    out: dict[str, Any] = {"sources": {}}
+    cpu = t.str("cpu", "", choices=iter(("intel", "amd", "arm")))
+    if cpu:
+        out["cpu"], out["sources"]["cpu"] = cpu, t.str("cpu_source")
+    latency = t.quantity("net_plugin_latency", parse_time, {"net_plugin_latency_us": 1e-6}, default=None)
+    if latency is not None:
+        out["net_plugin_latency"] = latency
+        out["sources"]["net_plugin_latency"] = t.str("net_plugin_latency_source")
+    devices = t.int("nccl_net_devices", None, min=1)
+    if devices is not None:
+        out["nccl_net_devices"] = devices
+        out["sources"]["nccl_net_devices"] = t.str("nccl_net_devices_source")
+    return out

@@ -110,10 +110,19 @@ class Gpu:
     intra_topology: str = ""  #: how its standard 8-GPU baseboard is wired (see INTRA_TOPOLOGIES)
     nvswitch: str | None = None  #: catalog name of the NVSwitch on its standard baseboard
     default_nic: str | None = None  #: catalog name of the NIC its reference servers carry
+    #: CUDA compute capability (8.0 for A100): picks NCCL's per-architecture tuning rows;
+    #: None for accelerators NCCL does not run (its model then uses the Ampere rows, and says so)
+    compute_capability: float | None = None
+    pcie_gen: int | None = None  #: the GPU's PCIe generation (x16): its path to a NIC
     notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _positive(self, "memory", self.memory)
+        if self.compute_capability is not None and not 1 <= self.compute_capability < 100:
+            raise ConfigError(f"Gpu {self.name}: compute_capability", self.compute_capability,
+                              "a CUDA compute capability such as 8.0 or 9.0")
+        if self.pcie_gen is not None and self.pcie_gen not in (3, 4, 5, 6):
+            raise ConfigError(f"Gpu {self.name}: pcie_gen", self.pcie_gen, "3, 4, 5 or 6")
         _positive(self, "memory_bandwidth", self.memory_bandwidth)
         _physical(self, "memory", self.memory, "memory")
         _physical(self, "memory_bandwidth", self.memory_bandwidth, "bandwidth")
@@ -265,6 +274,17 @@ class Node:
     nvswitches: int = 0  #: NVSwitch chips in the node
     board_gpus: int = 0  #: GPUs physically in the node (0: = gpus_per_node); a job may use fewer
     notes: tuple[str, ...] = ()  #: caveats about this node's numbers, shown in reports
+    #: CPU vendor ("intel", "amd", "arm"; "" unknown): NCCL's model charges AMD hosts more per
+    #: network step and caps LL bandwidth by it across nodes
+    cpu: str = ""
+    #: the latency (seconds) the NCCL network plugin reports for this node's NICs: 0 for NCCL's
+    #: own InfiniBand/RoCE/socket transports; AWS's EFA plugin reports a tuned figure per
+    #: instance type, which NCCL adds to every network hop (twice for Simple)
+    net_plugin_latency: float = 0.0
+    #: network devices NCCL sees (0: one per NIC); AWS's EFA plugin groups the NICs nearest a
+    #: GPU into one device on p5 and later
+    nccl_net_devices: int = 0
+    sources: Mapping[str, str] = field(default_factory=dict)  #: a source per extra field above
 
     def __post_init__(self) -> None:
         if self.gpus_per_node < 1:
@@ -272,6 +292,12 @@ class Node:
         if self.nics < 1:
             raise ConfigError(f"Node {self.name}: nics", self.nics, "an integer >= 1")
         object.__setattr__(self, "notes", tuple(self.notes))
+        if self.cpu not in ("", "intel", "amd", "arm"):
+            raise ConfigError(f"Node {self.name}: cpu", self.cpu, "intel, amd or arm")
+        _positive(self, "net_plugin_latency", self.net_plugin_latency, allow_zero=True)
+        if self.nccl_net_devices < 0:
+            raise ConfigError(f"Node {self.name}: nccl_net_devices", self.nccl_net_devices, "an integer >= 1")
+        _frozen_mapping(self, "sources")
         if not self.board_gpus:
             object.__setattr__(self, "board_gpus", self.gpus_per_node)
         if not self.intra_topology:

@@ -15,7 +15,9 @@ Sections (this module's :data:`SECTIONS`; each entry class reads itself from a T
   (:class:`AttentionCurve`, :mod:`willitscale.compute.attention`);
 * ``memory``: achievable HBM bandwidth and the fixed cost of one kernel (:class:`MemoryCurve`);
 * ``sustained``: the share of those kernel rates a training step sustains (:class:`SustainedRate`,
-  :mod:`willitscale.compute.sustained`), fitted to ``bench train`` steps.
+  :mod:`willitscale.compute.sustained`), fitted to ``bench train`` steps;
+* ``collective``: one collective's latency and bandwidth per (library, op, algorithm, protocol)
+  and communicator geometry (:class:`~willitscale.hardware.profile_collective.CollectiveCurve`).
 
 **Adding a section** (the NCCL and GPU measurement work do): write a frozen entry class with a
 ``key`` property (what makes two entries the same: one wins), ``from_table(t)`` and
@@ -32,6 +34,7 @@ from types import MappingProxyType
 
 from willitscale.config import Table
 from willitscale.errors import ConfigError
+from willitscale.hardware.profile_collective import CollectiveCurve
 
 __all__ = ["Provenance", "GemmCurve", "AttentionCurve", "MemoryCurve", "SustainedRate", "SECTIONS",
            "ATTENTION_PASSES", "fmt_number", "fmt_string"]
@@ -298,4 +301,4 @@ class SustainedRate:
 
 #: section name -> entry class; add a line here to add a section (see the module docstring)
 SECTIONS = MappingProxyType({"gemm": GemmCurve, "attention": AttentionCurve, "memory": MemoryCurve,
-                             "sustained": SustainedRate})
+                             "sustained": SustainedRate, "collective": CollectiveCurve})

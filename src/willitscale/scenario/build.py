@@ -126,7 +126,8 @@ def build_options(settings: Mapping[str, Any]) -> ParallelOptions:
         rank_order=settings.get("rank_order"),
         tp_comm_overlap=settings.get("tp_comm_overlap", False),
         flash_attention=settings.get("flash_attention", True),
-        allow_tp_across_nodes=settings.get("allow_tp_across_nodes", True))
+        allow_tp_across_nodes=settings.get("allow_tp_across_nodes", True),
+        collectives=settings.get("collectives", "nccl"))
 
 
 def build_compute_options(settings: Mapping[str, Any]) -> ComputeOptions:

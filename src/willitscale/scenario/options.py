@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from willitscale.errors import ConfigError
 from willitscale.topology.placement import DEFAULT_ORDER, parse_order
 
-__all__ = ["ParallelOptions"]
+__all__ = ["COLLECTIVE_BACKENDS", "ParallelOptions"]
+
+#: the collective libraries the estimate models
+COLLECTIVE_BACKENDS = ("nccl", "gloo", "alpha-beta")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -23,9 +27,15 @@ class ParallelOptions:
     tp_comm_overlap: bool = False  #: TP collectives hidden under the GEMMs they feed, where possible
     flash_attention: bool = True  #: FlashAttention (no s x s scores kept; Q K^T rerun in backward)
     allow_tp_across_nodes: bool = True  #: the planner rejects tp > GPUs per node when False
+    #: how collectives are costed: "nccl" (NCCL's algorithm x protocol choice and its achieved
+    #: time), "gloo" (PyTorch's Gloo: rings over TCP) or "alpha-beta" (the textbook ring and
+    #: double binary tree on the links, as before NCCL's model); docs/collectives.md
+    collectives: str = "nccl"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rank_order", parse_order(self.rank_order))
+        if self.collectives not in COLLECTIVE_BACKENDS:
+            raise ConfigError("collectives", self.collectives, "one of " + ", ".join(COLLECTIVE_BACKENDS))
 
     @property
     def order_text(self) -> str:

@@ -72,6 +72,8 @@ SETTING_DOCS: dict[str, tuple[str, str]] = {
     "rank_order": ("tp-cp-ep-dp-pp", "placement of the parallel axes, innermost first"),
     "tp_comm_overlap": ("false", "TP collectives overlapped with the GEMMs they feed"),
     "flash_attention": ("true", "a fused attention kernel (no s x s scores kept)"),
+    "collectives": ("nccl", "how collectives are costed: nccl (NCCL's algorithm x protocol pick and "
+                    "achieved time), gloo (Gloo's rings) or alpha-beta (textbook forms)"),
     "allow_tp_across_nodes": ("true", "whether the planner may place tp across nodes"),
     "overlap": ("true", "DDP all-reduces buckets during backward"),
     "bucket_cap": ("25MiB", "DDP bucket size (bucket_cap_mb)"),

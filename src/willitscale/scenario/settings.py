@@ -157,6 +157,7 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "tp_comm_overlap": ("parallel", _bool),
     "flash_attention": ("parallel", _bool),
     "allow_tp_across_nodes": ("parallel", _bool),
+    "collectives": ("parallel", _str),  # nccl | gloo | alpha-beta: how collectives are costed
     # ddp
     "overlap": ("ddp", _bool),
     "bucket_cap": ("ddp", _size_with_unit),

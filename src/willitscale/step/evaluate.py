@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from willitscale.collectives.lines import collective_lines, line_time, pair_time
+from willitscale.collectives.lines import affine_rows, collective_lines, line_time, pair_time
 from willitscale.compute.model import op_costs
 from willitscale.memory.activations import activation_bytes
 from willitscale.memory.device import nccl_bytes
@@ -162,8 +162,7 @@ def _lines(ctx, b, places):
     L["dp_ar"] = collective_lines("all_reduce", places["dp"], links)
     if ctx.flow is not None:  # the simulated fabric for a data-parallel group of every GPU
         whole = places["dp"].size == ctx.scenario.cluster.gpus
-        L["dp_ar"].intercept[whole] = ctx.flow.fixed
-        L["dp_ar"].slope[whole] = ctx.flow.per_byte
+        L["dp_ar"] = affine_rows(L["dp_ar"], whole, ctx.flow.fixed, ctx.flow.per_byte)
     for name in ("shard", "eshard"):
         L[f"{name}_rs"] = collective_lines("reduce_scatter", places[name], links)
         L[f"{name}_ag"] = collective_lines("all_gather", places[name], links)

@@ -1,0 +1,134 @@
+"""`calibrate` fits [[collective]] profile entries: latency and bandwidth per (library, op,
+algorithm, protocol) and geometry, in NCCL's own form time = latency + size / bandwidth."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from willitscale.calibrate.collective_curves import collective_curves, fit_latency_bandwidth
+from willitscale.calibrate.runs import MeasuredRun, run_from_environment
+from willitscale.collectives.ops import Op
+from willitscale.errors import ConfigError
+from willitscale.hardware.calibration import Calibration
+from willitscale.hardware.profile import SECTIONS
+from willitscale.hardware.profile_collective import CollectiveCurve
+from willitscale.results.records import CollectiveRow
+
+SIZES = [1e3, 1e5, 1e6, 1e7, 1e8, 1e9]
+
+
+def _rows(latency, bandwidth, n, op=Op.ALL_REDUCE):
+    return tuple(CollectiveRow(op=op, size_bytes=int(S), count=int(S) // 4, dtype="float32", redop="sum",
+                               root=-1, in_place=False, ranks=n, time=latency + S / bandwidth, wrong=0)
+                 for S in SIZES)
+
+
+def _run(backend, *, algo="", proto="", nodes=2, rpn=8, latency=20e-6, bandwidth=10e9, id=4):
+    return MeasuredRun(id=id, kind="collectives", started_at="", backend=backend, ranks=nodes * rpn,
+                       nodes=nodes, ranks_per_node=rpn, devices=("cuda",), uplink=None,
+                       rows=_rows(latency, bandwidth, nodes * rpn), nccl_algo=algo, nccl_proto=proto)
+
+
+def test_fit_recovers_latency_and_bandwidth_exactly():
+    # times made by t = 20 us + S / 10 GB/s: the relative least squares is exact on them
+    latency, bandwidth, rms = fit_latency_bandwidth(SIZES, [20e-6 + s / 10e9 for s in SIZES])
+    assert latency == pytest.approx(20e-6, rel=1e-6)
+    assert bandwidth == pytest.approx(10e9, rel=1e-6)
+    assert rms < 1e-9
+
+
+def test_a_forced_nccl_run_gives_one_entry_named_by_nccl():
+    (curve,), notes = collective_curves([_run("nccl", algo="ring", proto="simple")])
+    assert not notes
+    assert (curve.backend, curve.op, curve.pair) == ("nccl", "all_reduce", "Ring/Simple")
+    assert (curve.nodes, curve.ranks_per_node, curve.points, curve.runs) == (2, 8, 6, (4,))
+    assert curve.latency == pytest.approx(20e-6, rel=1e-6) and curve.bandwidth == pytest.approx(10e9, rel=1e-6)
+    assert (curve.min_size, curve.max_size) == (1e3, 1e9)
+
+
+def test_an_unforced_nccl_run_is_not_attributed_to_a_guessed_pair():
+    curves, notes = collective_curves([_run("nccl")])
+    assert curves == [] and "NCCL_ALGO" in notes[0]
+
+
+def test_a_gloo_run_is_named_by_glooss_ring():
+    (curve,), _ = collective_curves([_run("gloo", nodes=2, rpn=2, latency=1e-3, bandwidth=23.5e6)])
+    assert (curve.backend, curve.algorithm, curve.protocol) == ("gloo", "ring", "")
+    assert curve.bandwidth == pytest.approx(23.5e6, rel=1e-6)
+
+
+def test_the_environment_record_gives_the_forced_pair():
+    env = {"world_size": 16, "nodes": 2, "ranks_per_node": 8, "backend": "nccl", "devices": ["cuda"],
+           "hosts": [{"env": {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"}},
+                     {"env": {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"}}]}
+    run = run_from_environment(env, kind="collectives")
+    assert (run.nccl_algo, run.nccl_proto) == ("Tree", "LL128")
+    env["hosts"][1]["env"] = {}  # one node without it: not known
+    assert run_from_environment(env, kind="collectives").nccl_algo == ""
+
+
+def test_the_section_is_registered_and_round_trips_through_the_profile():
+    assert SECTIONS["collective"] is CollectiveCurve
+    (curve,), _ = collective_curves([_run("nccl", algo="NVLSTree", proto="Simple")])
+    cal = Calibration(links=(), compute=(), sections={"collective": (curve,)})
+    text = cal.to_toml()
+    assert "[[collective]]" in text and 'algorithm = "NVLSTree"' in text
+    import tomllib
+
+    again = Calibration.from_toml_data(tomllib.loads(text))
+    assert again.section("collective") == (curve,)
+
+
+def test_bad_entries_are_clear_errors():
+    with pytest.raises(ConfigError, match="protocol"):
+        CollectiveCurve(backend="nccl", op="all_reduce", algorithm="Ring", protocol="fast", nodes=1,
+                        ranks_per_node=8, latency=1e-5, bandwidth=1e9)
+    with pytest.raises(ConfigError, match="algbw_GBps"):
+        CollectiveCurve(backend="gloo", op="all_reduce", algorithm="ring", nodes=1, ranks_per_node=2,
+                        latency=1e-5, bandwidth=0.0)
+
+
+def test_calibrate_writes_the_collective_section(cli, tmp_path):
+    from willitscale.results.store import Store
+
+    env = {"world_size": 2, "nodes": 2, "ranks_per_node": 1, "backend": "gloo", "devices": ["cpu"],
+           "emulated": {"uplink_Bps": 25e6}}
+    with Store() as store:
+        run_id = store.start_run("collectives", options={}, environment=env)
+        for i, row in enumerate(_rows(1e-3, 23.5e6, 2)):
+            store.add_row(run_id, i, row.to_json())
+        store.finish_run(run_id, "complete")
+    code, out, err = cli("calibrate", str(run_id), "--json", "--output", str(tmp_path / "c.toml"))
+    assert code == 0, err
+    (entry,) = json.loads(out)["collective"]
+    # rows made by t = 1 ms + S / 23.5 MB/s (Gloo's ring over 2 ranks): the fit returns both
+    assert (entry["backend"], entry["algorithm"], entry["protocol"]) == ("gloo", "ring", "")
+    assert entry["algbw_GBps"] == pytest.approx(0.0235, rel=1e-6)
+    assert entry["latency_us"] == pytest.approx(1000, rel=1e-4)
+    assert "[[collective]]" in (tmp_path / "c.toml").read_text()
+
+
+def test_collective_uses_a_measured_pair_and_says_so(cli, tmp_path):
+    # a profile measuring Ring/Simple all_reduce on 1 x 8 dgx-a100 ranks: 30 us + S / 100 GB/s;
+    # forced to Ring/Simple, 1 GB then takes 30 us + 10 ms = 10.03 ms, busbw = 1e9 / 10.03e-3 x 7/4
+    curve = CollectiveCurve(backend="nccl", op="all_reduce", algorithm="Ring", protocol="Simple", nodes=1,
+                            ranks_per_node=8, latency=30e-6, bandwidth=100e9, min_size=1e6, max_size=1e9,
+                            points=10, runs=(5,))
+    path = tmp_path / "profile.toml"
+    path.write_text(Calibration(links=(), compute=(), sections={"collective": (curve,)}).to_toml())
+    code, out, err = cli("collective", "all_reduce", "--size", "1GB", "--ranks", "8", "--node", "dgx-a100",
+                         "--algorithm", "ring", "--protocol", "simple", "--calibration", str(path), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["time_s"] == pytest.approx(30e-6 + 1e9 / 100e9, rel=1e-12)
+    assert data["busbw_GBps"] == pytest.approx(1e9 / (30e-6 + 1e-2) * 7 / 4 / 1e9, rel=1e-12)
+    assert any("[[collective]]" in a and "runs 5" in a for a in data["assumptions"])
+    # another geometry (2 nodes) has no entry: the model's time, and the output says why
+    code, out, _ = cli("collective", "all_reduce", "--size", "1GB", "--ranks", "16", "--node", "dgx-a100",
+                       "--calibration", str(path), "--json")
+    assert any("no [[collective]] entry" in a for a in json.loads(out)["assumptions"])
+    code, _, err = cli("collective", "all_reduce", "--size", "1GB", "--ranks", "8", "--backend", "gloo",
+                       "--calibration", str(path))
+    assert code != 0 and "--calibration" in err
