@@ -50,11 +50,14 @@ class RunInfo:
     #: why it failed or stopped early ("rank 1 (host a, pid 7) was killed by SIGKILL"); "" if
     #: it did not, or was stored before the store kept reasons (schema version 1)
     reason: str = ""
+    #: the file an imported run was read from ("nccl-tests text all_reduce.log sha256:... section
+    #: 1"); "" for a run measured by ``willitscale bench``, or stored before schema version 3
+    source: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "started_at": self.started_at,
                 "finished_at": self.finished_at, "status": self.status, "label": self.label,
-                "reason": self.reason, "rows": self.rows, "host": self.host, "pid": self.pid,
+                "reason": self.reason, "source": self.source, "rows": self.rows, "host": self.host, "pid": self.pid,
                 "options": plain(self.options), "environment": plain(self.environment)}
 
 
