@@ -185,7 +185,8 @@ def summarize_environment(per_rank: list[dict[str, Any]], *, backend: str,
         if len(host) > len(nodes.get(host["node"], {})):  # keep the node's full record
             nodes[host["node"]] = {**host, **facts["torch"]}
         ranks.append({"rank": rank, "node": host["node"], "local_rank": facts["local_rank"],
-                      "device": device_names[rank] if rank < len(device_names) else None})
+                      "device": device_names[rank] if rank < len(device_names) else None,
+                      "pid": facts.get("pid")})
     node_names = list(nodes)
     per_node = [sum(1 for r in ranks if r["node"] == n) for n in node_names]
     first = next(iter(nodes.values()))
