@@ -10,9 +10,9 @@ idle time compute spends waiting.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
+from willitscale.config import FrozenMap
 from willitscale.errors import ConfigError
 
 __all__ = ["KINDS", "LANES", "Span", "Timeline"]
@@ -41,7 +41,7 @@ class Span:
             raise ConfigError("span kind", self.kind, "one of " + ", ".join(KINDS))
         if not (self.end >= self.start >= 0):
             raise ConfigError(f"span {self.name!r}: 0 <= start <= end", (self.start, self.end))
-        object.__setattr__(self, "args", MappingProxyType(dict(self.args)))
+        object.__setattr__(self, "args", FrozenMap(dict(self.args)))
 
     @property
     def duration(self) -> float:

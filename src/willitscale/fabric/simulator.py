@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 import numpy as np
 from scipy.sparse import csr_matrix, vstack
 
+from willitscale.config import FrozenMap
 from willitscale.collectives.phases import Phase, Traffic
 from willitscale.errors import ConfigError
 from willitscale.fabric.maxmin import max_min_fair
@@ -50,7 +50,7 @@ class SimulationResult:
     steps_reused: int  #: steps skipped by exact repetition
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "stream_times", MappingProxyType(dict(self.stream_times)))
+        object.__setattr__(self, "stream_times", FrozenMap(dict(self.stream_times)))
 
     @property
     def link_utilization(self) -> np.ndarray:

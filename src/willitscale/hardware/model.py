@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from types import MappingProxyType
 
 from willitscale import units
+from willitscale.config import FrozenMap
 from willitscale.errors import ConfigError
 
 __all__ = ["DTYPES", "INTRA_TOPOLOGIES", "LinkKind", "Gpu", "Link", "Switch", "Node", "Cluster"]
@@ -84,7 +84,7 @@ def _physical(obj: object, name: str, value: float, quantity: str) -> None:
 
 
 def _frozen_mapping(obj: object, name: str) -> None:
-    object.__setattr__(obj, name, MappingProxyType(dict(getattr(obj, name))))
+    object.__setattr__(obj, name, FrozenMap(dict(getattr(obj, name))))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
+
+from willitscale.config import FrozenMap
 
 __all__ = ["RunInfo", "StoredRun", "StoredCalibration", "STATUSES", "plain", "frozen"]
 
@@ -26,7 +27,7 @@ def plain(obj: Any) -> Any:
 def frozen(obj: Any) -> Any:
     """Read-only mappings and tuples from parsed JSON."""
     if isinstance(obj, dict):
-        return MappingProxyType({k: frozen(v) for k, v in obj.items()})
+        return FrozenMap({k: frozen(v) for k, v in obj.items()})
     if isinstance(obj, list):
         return tuple(frozen(v) for v in obj)
     return obj
