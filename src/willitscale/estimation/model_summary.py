@@ -45,6 +45,12 @@ class ModelSummary:
     state_per_gpu: StateMemory  #: one GPU's share after TP and ZeRO
     activations: ActivationMemory
 
+    def __repr__(self) -> str:
+        return (f"ModelSummary({self.model.name}: {self.params.total:,} parameters "
+                f"({self.params_per_gpu:,.0f} per GPU at tp {self.tp}), "
+                f"{self.flops.model_per_token * self.flops.seq_len:.4g} model FLOPs per sequence of "
+                f"{self.flops.seq_len}, micro-batch {self.micro_batch})")
+
     def to_json(self) -> dict[str, object]:
         """The JSON object ``willitscale model --json`` prints."""
         m, f, a = self.model, self.flops, self.activations

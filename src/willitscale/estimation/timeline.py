@@ -14,6 +14,7 @@ from typing import Any
 
 from willitscale.config import FrozenMap
 from willitscale.errors import ConfigError
+from willitscale.units import format_time
 
 __all__ = ["KINDS", "LANES", "Span", "Timeline"]
 
@@ -65,6 +66,11 @@ class Timeline:
         if late:
             raise ConfigError(f"span {late[0].name!r} ends at {late[0].end} s, after the step "
                               f"({self.step_time} s)")
+
+    def __repr__(self) -> str:
+        lanes = sorted({s.lane for s in self.spans})
+        return (f"Timeline({len(self.spans)} spans on lanes {', '.join(lanes) or 'none'}, "
+                f"step {format_time(self.step_time)})")
 
     def lane(self, name: str) -> tuple[Span, ...]:
         return tuple(s for s in self.spans if s.lane == name)

@@ -82,6 +82,11 @@ class Catalog:
     def _table(self, kind: str) -> Mapping[str, Any]:
         return {"gpu": self.gpus, "link": self.links, "switch": self.switches, "node": self.nodes}[kind]
 
+    def __repr__(self) -> str:
+        files = sorted(set(self.origins.values()))
+        return (f"Catalog({len(self.gpus)} GPUs, {len(self.links)} links, {len(self.switches)} "
+                f"switches, {len(self.nodes)} nodes from {len(files)} file(s))")
+
     def names(self, kind: str) -> list[str]:
         """Canonical names and aliases of one kind (for suggestions)."""
         return sorted(alias for alias, (k, _) in self.aliases.items() if k == kind)

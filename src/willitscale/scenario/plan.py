@@ -15,7 +15,7 @@ The batch arithmetic, for ``dp`` data-parallel replicas::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from willitscale.errors import ConfigError
 
@@ -87,6 +87,12 @@ class Plan:
             raise ConfigError("shard_scope", self.shard_scope, "dp (full shard) or node (hybrid)")
         if self.shard_scope == "node" and self.zero == 0:
             raise ConfigError("hybrid sharding (shard_scope = node) needs a ZeRO stage >= 1")
+
+    def __repr__(self) -> str:
+        """The fields that differ from their defaults (``dp`` always): ``eval`` gives it back."""
+        shown = {f.name: getattr(self, f.name) for f in fields(self)
+                 if f.name == "dp" or getattr(self, f.name) != f.default}
+        return "Plan(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
     @property
     def gpus(self) -> int:

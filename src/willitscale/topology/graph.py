@@ -90,6 +90,12 @@ class Topology:
     def switches(self) -> int:
         return int(np.count_nonzero(self.vertex_kind == VertexKind.SWITCH))
 
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in list(self.params.items())[:6])
+        more = f", +{len(self.params) - 6} more" if len(self.params) > 6 else ""
+        return (f"Topology({self.kind!r}: {self.gpus} GPUs on {self.nodes} nodes, "
+                f"{self.switches} switches, {self.links} directed links; {shown}{more})")
+
     def link_name(self, link: int) -> str:
         return f"{self.vertex_names[self.link_src[link]]}->{self.vertex_names[self.link_dst[link]]}"
 

@@ -38,6 +38,9 @@ class PublishedRun:
     calibrated_on: bool = False  #: our default efficiency was chosen looking at this run
     extra: dict = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        return f"PublishedRun({self.name!r}: {self.metric} = {self.published:g}, {self.source[:60]!r})"
+
 
 def _gpt(name: str, layers: int, hidden: int, heads: int, vocab: int = 51200) -> dict:
     """A GPT-3-style shape (Megatron-LM's GPT: learned positions, LayerNorm, biases, 4h MLP,
