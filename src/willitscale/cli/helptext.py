@@ -36,6 +36,10 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("fabric", "what traffic really gets on a shared fabric: link loads, ECMP collisions, "
                    "incast"),
     )),
+    ("Set up", (
+        ("completion", "a shell completion script (bash, zsh) for the commands, flags and "
+                       "catalog names"),
+    )),
     ("Measure, calibrate, validate", (
         ("bench", "what this cluster achieves: collective busbw, matmul FLOP/s, a DDP step"),
         ("results", "the runs measured so far: list, show, compare repeats, export"),

@@ -21,6 +21,7 @@ from willitscale.errors import WillItScaleError
 COMMAND_MODULES: tuple[str, ...] = (
     "estimate", "scale", "plan", "requirements", "size", "report", "hardware", "model",
     "collective", "fabric", "bench", "results", "emulate", "calibrate", "validate",
+    "completion",
 )
 
 DEBUG_ENV = "WILLITSCALE_DEBUG"
