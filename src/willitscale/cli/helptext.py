@@ -41,6 +41,8 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
                        "catalog names"),
     )),
     ("Measure, calibrate, validate", (
+        ("trace", "what a profiled training step did: compute by kind, collectives, overlap "
+                  "(a torch.profiler trace)"),
         ("bench", "what this cluster achieves: collective busbw, matmul FLOP/s, a DDP step"),
         ("results", "the runs measured so far: list, show, compare repeats, export"),
         ("emulate", "an emulated cluster of network namespaces with shaped links (root)"),
