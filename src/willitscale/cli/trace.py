@@ -32,7 +32,8 @@ content) is not stored again. docs/formats.md describes what is read."""
 def register(subparsers) -> None:
     from willitscale.cli.helptext import examples
 
-    p = subparsers.add_parser("trace", help=HELP, description=DESCRIPTION)
+    p = subparsers.add_parser("trace", help=HELP, description=DESCRIPTION, epilog=examples(
+        "willitscale trace import rank0.json"))
     sub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=type(p))
     imp = sub.add_parser("import", help="read traces, print what the steps did, store collectives",
                          description=DESCRIPTION, epilog=examples(
