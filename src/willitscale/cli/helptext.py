@@ -41,6 +41,8 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
                        "catalog names"),
     )),
     ("Measure, calibrate, validate", (
+        ("discover", "this node's GPUs, NVLink, NICs and NUMA layout, as a node preset; what "
+                     "looks wrong"),
         ("trace", "what a profiled training step did: compute by kind, collectives, overlap "
                   "(a torch.profiler trace)"),
         ("bench", "what this cluster achieves: collective busbw, matmul FLOP/s, a DDP step"),

@@ -20,7 +20,7 @@ from willitscale.errors import WillItScaleError
 # ``willitscale --help`` groups them as ``cli/helptext.py`` says (the main job first).
 COMMAND_MODULES: tuple[str, ...] = (
     "estimate", "scale", "plan", "requirements", "size", "report", "hardware", "model",
-    "collective", "fabric", "trace", "bench", "results", "emulate", "calibrate", "validate",
+    "collective", "fabric", "discover", "trace", "bench", "results", "emulate", "calibrate", "validate",
     "completion",
 )
 
