@@ -58,8 +58,16 @@ def _load(path: Path):
         data = path.read_bytes()
     except OSError as exc:
         raise ConfigError("TRACE", str(path), f"a readable trace file ({exc.strerror})") from None
+    digest = hashlib.sha256(data).hexdigest()
+    if data[:2] == b"\x1f\x8b":  # gzip: tensorboard_trace_handler(use_gzip=True) writes .json.gz
+        import gzip
+
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise ConfigError("TRACE", str(path), f"a whole gzip file ({exc})") from None
     try:
-        return json.loads(data), hashlib.sha256(data).hexdigest()
+        return json.loads(data), digest
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError("TRACE", str(path), f"JSON (torch.profiler's Chrome trace): {exc}") from None
 
