@@ -78,7 +78,8 @@ def test_ddp_trace_all_reduces_are_the_gradient_buckets(recorded):
             assert sum(step.compute.values()) <= step.duration
 
 
-def test_ddp_trace_stores_a_run_that_calibrate_fits(recorded, tmp_path, monkeypatch, capsys):
+def test_ddp_trace_stores_a_run_that_calibrate_fits_and_validate_compares(recorded, tmp_path,
+                                                                         monkeypatch, capsys):
     monkeypatch.setenv("WILLITSCALE_HOME", str(tmp_path))
     assert main(["trace", "import", str(recorded / "rank0.json"), "--json"]) == 0
     stored = json.loads(capsys.readouterr().out)["traces"][0]["stored"]
@@ -88,3 +89,13 @@ def test_ddp_trace_stores_a_run_that_calibrate_fits(recorded, tmp_path, monkeypa
     assert code == 0, captured.err
     fitted = json.loads(captured.out)
     assert "intra_node" in json.dumps(fitted)
+    # validate: each traced all-reduce, its measured time (the trace's duration) beside the
+    # calibrated prediction
+    summary = read_trace(json.loads((recorded / "rank0.json").read_text()), "t")
+    traced = sorted((c.size_bytes, c.duration) for c in summary.collectives if c.size_bytes)
+    code = main(["validate", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    rows = json.loads(captured.out)["rows"]
+    assert sorted((r["size_bytes"], r["measured_s"]) for r in rows) == traced
+    assert all(r["predicted_s"] > 0 for r in rows)
