@@ -56,6 +56,9 @@ def register(subparsers) -> None:
     s.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
     s.add_argument("--explain", type=int, default=3, help="top plans to explain (default 3)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
+    p.add_argument("--torchtitan", metavar="FILE", default=None,
+                   help="write the fastest plan as a torchtitan job TOML (docs/formats.md); the "
+                        "fastest plan torchtitan can run (FSDP or DDP, sequence-parallel TP)")
     p.add_argument("--progress", action="store_true", help="show progress even when not a terminal")
     add_plot_flag(p)
     p.set_defaults(run=run)
@@ -173,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
                         progress=progress)
     if result.interrupted:
         print("interrupted: showing the plans evaluated so far", file=sys.stderr)
+    if args.torchtitan:
+        _write_torchtitan(args.torchtitan, result, scenario)
     if args.json:
         print_json(plan_json(result, scenario, top=args.top, explain=args.explain))
     else:
@@ -212,3 +217,28 @@ class _progress:
         if self.bar is not None:
             self.bar.stop()
         return False
+
+
+def _write_torchtitan(path: str, result, scenario) -> None:
+    """The fastest plan torchtitan can express, as its job file at ``path``."""
+    from pathlib import Path
+
+    from willitscale.errors import ConfigError
+    from willitscale.scenario.torchtitan import torchtitan_toml
+
+    if scenario.model is None:
+        raise ConfigError("--torchtitan needs a model shape (--model), not only --params")
+    reasons = []
+    for index in result.ranked:
+        plan = result.batch.plan(int(index))
+        try:
+            text = torchtitan_toml(plan, model=scenario.model.name, layers=scenario.model.layers,
+                                   seq_len=scenario.seq_len, dtype=scenario.dtype)
+        except ConfigError as exc:
+            reasons.append(str(exc))
+            continue
+        Path(path).write_text(text)
+        print(f"torchtitan job file written to {path}: {plan!r}", file=sys.stderr)
+        return
+    raise ConfigError(f"--torchtitan: no feasible plan torchtitan can run"
+                      f"{' (' + reasons[0] + ')' if reasons else ''}")
