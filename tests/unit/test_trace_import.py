@@ -143,3 +143,23 @@ def test_no_store_prints_without_storing(tmp_path, monkeypatch, capsys):
 def test_bad_trace_json_is_an_error_not_a_traceback():
     with pytest.raises(ConfigError, match="traceEvents"):
         read_trace({"nothing": 1}, "x.json")
+
+
+def test_import_store_export_import_gives_the_same_rows(tmp_path, monkeypatch, capsys):
+    # Must 3: import -> store -> export -> import gives the same rows
+    monkeypatch.setenv("WILLITSCALE_HOME", str(tmp_path / "a"))
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(CPU_TRACE))
+    assert main(["trace", "import", str(path)]) == 0
+    exported = tmp_path / "runs.json"
+    assert main(["results", "export", "--format", "json", "-o", str(exported)]) == 0
+    with Store() as store:
+        before = store.run(1)
+    monkeypatch.setenv("WILLITSCALE_HOME", str(tmp_path / "b"))
+    assert main(["results", "import", str(exported)]) == 0
+    with Store() as store:
+        after = store.run(1)
+    assert [dict(r) for r in after.rows] == [dict(r) for r in before.rows]
+    assert after.info.source == before.info.source
+    assert dict(after.info.options) == dict(before.info.options)
+    capsys.readouterr()

@@ -13,7 +13,9 @@ at commit 000204a4a8bf3d0f31adc44fc29855fbb6ea13d8): ``[parallelism]``
 How the plans map: sharding (``data_parallel_shard_degree`` other than 1) is FSDP, ZeRO-3; with
 replication too (HSDP) it is willitscale's hybrid sharding, which shards within a node (right
 when the shard degree is the GPUs per node); no sharding is DDP. torchtitan's tensor parallel
-plan runs the norms sequence-parallel, so ``tp > 1`` means sequence parallelism here. Plans
+plan runs the norms sequence-parallel (``apply_tp`` in its llama3 ``parallelize.py``:
+``"attention_norm": SequenceParallel()``, the same for ``ffn_norm``), so ``tp > 1`` means
+sequence parallelism here. Plans
 torchtitan cannot express (ZeRO-1/2, tensor parallel without sequence parallel) are refused on
 export with the reason.
 """
