@@ -58,3 +58,9 @@ def test_an_id_not_in_the_cache_says_where_it_looked_and_how_to_fetch(monkeypatc
     with pytest.raises(wis.ConfigError, match=r"does not hold it: `huggingface-cli download "
                                               r"org/absent config.json`"):
         wis.get_model("org/absent")
+
+
+def test_a_missing_file_path_is_still_no_such_file(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(wis.ConfigError, match="no such file"):
+        wis.get_model("configs/missing.json")

@@ -133,7 +133,8 @@ def get_model(name_or_path: str | Path | Transformer) -> Transformer:
         return models[key]
     if key in aliases:
         return models[aliases[key]]
-    if not isinstance(name_or_path, Path) and MODEL_ID.match(text) and not Path(text).exists():
+    if (not isinstance(name_or_path, Path) and MODEL_ID.match(text) and not Path(text).exists()
+            and not text.endswith((".json", ".toml"))):  # a missing file is "no such file"
         return _from_hub_cache(text)
     if isinstance(name_or_path, Path) or _looks_like_path(text):
         return _load_path(Path(text).expanduser())
