@@ -163,3 +163,26 @@ def test_import_store_export_import_gives_the_same_rows(tmp_path, monkeypatch, c
     assert after.info.source == before.info.source
     assert dict(after.info.options) == dict(before.info.options)
     capsys.readouterr()
+
+
+def test_compare_puts_the_traced_step_beside_the_estimate(tmp_path, monkeypatch, capsys):
+    from willitscale.estimation.estimate import estimate
+    from willitscale.scenario.build import build_scenario
+
+    monkeypatch.setenv("WILLITSCALE_HOME", str(tmp_path))
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(CPU_TRACE))
+    flags = ["--model", "gpt2-xl", "--preset", "dgx-h100", "--nodes", "1", "--micro-batch", "4"]
+    assert main(["trace", "compare", str(path), *flags, "--json"]) == 0
+    rows = {r["what"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    # measured, from CPU_TRACE's one step (see the first test): step 1000, compute 300 + 50,
+    # optimizer 80, comms 450, exposed 220 (microseconds)
+    assert {k: rows[k]["measured_s"] / US for k in rows} == pytest.approx(
+        {"step": 1000, "compute (forward + backward)": 350, "optimizer": 80,
+         "communication (busy)": 450, "exposed communication": 220})
+    e = estimate(build_scenario({"model": "gpt2-xl", "preset": "dgx-h100", "nodes": 1,
+                                 "micro_batch": 4}), allow_oom=True)
+    assert rows["step"]["predicted_s"] == e.step_time
+    assert rows["compute (forward + backward)"]["predicted_s"] == e.breakdown.forward + e.breakdown.backward
+    assert rows["exposed communication"]["predicted_s"] == e.exposed_comms
+    assert rows["optimizer"]["error"] == pytest.approx((e.breakdown.optimizer - 80 * US) / (80 * US))

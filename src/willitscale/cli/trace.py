@@ -49,6 +49,21 @@ def register(subparsers) -> None:
     imp.add_argument("--no-store", action="store_true", help="print only; store nothing")
     imp.add_argument("--json", action="store_true")
     imp.set_defaults(run=run)
+    from willitscale.cli.scenario_flags import add_scenario_flags
+
+    cmp = sub.add_parser(
+        "compare", help="a trace's steps beside willitscale's prediction for the same job",
+        description="The traced steps' mean time, compute, optimizer, communication and exposed "
+                    "communication beside what `willitscale estimate` predicts for the job the "
+                    "flags (or a scenario file) describe: the same model, cluster and plan the "
+                    "trace ran. Measured compute is the trace's GEMM + attention + elementwise "
+                    "time; predicted compute is forward + backward.",
+        epilog=examples("willitscale trace compare rank0.json --model llama3-8b --preset dgx-h100 "
+                        "--nodes 2 --micro-batch 1 --seq-len 8192"))
+    cmp.add_argument("trace", metavar="TRACE", help="Chrome trace JSON of torch.profiler")
+    add_scenario_flags(cmp)
+    cmp.add_argument("--json", action="store_true")
+    cmp.set_defaults(run=run_compare)
 
 
 def _load(path: Path):
@@ -178,3 +193,43 @@ def _json(summary, stored: list[dict]) -> dict:
                              "start_s": c.start, "time_s": c.duration, "name": c.name}
                             for c in summary.collectives],
             "stored": stored}
+
+
+#: (row, the estimate's value, the measured step's value) of `trace compare`
+def comparison(estimate, steps) -> list[tuple[str, float, float]]:
+    """Predicted and measured seconds per step (the measured ones: means over ``steps``)."""
+    n = len(steps)
+    mean = lambda f: sum(f(s) for s in steps) / n  # noqa: E731
+    computed = ("gemm", "attention", "elementwise")
+    b = estimate.breakdown
+    return [("step", estimate.step_time, mean(lambda s: s.duration)),
+            ("compute (forward + backward)", b.forward + b.backward,
+             mean(lambda s: sum(s.compute[k] for k in computed))),
+            ("optimizer", b.optimizer, mean(lambda s: s.compute["optimizer"])),
+            ("communication (busy)", estimate.comms, mean(lambda s: s.comms)),
+            ("exposed communication", estimate.exposed_comms, mean(lambda s: s.exposed_comms))]
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from willitscale.cli.output import print_json, print_table
+    from willitscale.cli.scenario_flags import settings_from_args
+    from willitscale.estimation.estimate import estimate
+    from willitscale.results.kineto import read_trace
+    from willitscale.scenario.build import build_scenario
+    from willitscale.units import format_time
+
+    path = Path(args.trace).expanduser()
+    data, _ = _load(path)
+    summary = read_trace(data, str(path))
+    predicted = estimate(build_scenario(settings_from_args(args)), allow_oom=True)
+    rows = comparison(predicted, summary.steps)
+    if args.json:
+        print_json({"trace": str(path), "steps": len(summary.steps),
+                    "rows": [{"what": w, "predicted_s": p, "measured_s": m,
+                              "error": (p - m) / m if m else None} for w, p, m in rows]})
+    else:
+        print_table(f"{path}: {len(summary.steps)} step(s), means per step",
+                    ["", "predicted", "measured", "error"],
+                    [[w, format_time(p), format_time(m), f"{(p - m) / m:+.1%}" if m else "-"]
+                     for w, p, m in rows])
+    return 0
