@@ -126,3 +126,53 @@ def test_no_preset_without_gpus():
     d = discover_node({"hostname": "cpu", "cpus": 2, "numa": []}, wis.load_catalog())
     with pytest.raises(wis.ConfigError, match="no node preset: no GPU found"):
         preset_toml(d, "x", when="now")
+
+
+def _smi_q(n: int) -> str:
+    """``nvidia-smi -q``'s layout (blocks per GPU, 4-space indents, "Name : value"), written
+    here: the values are an H100 SXM5's as nvidia-smi names it (not a capture)."""
+    blocks = ["==============NVSMI LOG==============", "", "Timestamp : Tue Nov 24 2026",
+              f"Attached GPUs                             : {n}"]
+    for i in range(n):
+        blocks += [f"GPU 00000000:{0x18 + i:02X}:00.0",
+                   "    Product Name                          : NVIDIA H100 80GB HBM3",
+                   "    Product Brand                         : NVIDIA",
+                   "    FB Memory Usage",
+                   "        Total                             : 81559 MiB",
+                   "        Reserved                          : 328 MiB",
+                   "    BAR1 Memory Usage",
+                   "        Total                             : 131072 MiB"]
+    return "\n".join(blocks) + "\n"
+
+
+def _ibstat(n: int) -> str:
+    """``ibstat``'s layout (CA, tab-indented fields, Port N:), written here, not a capture."""
+    out = []
+    for i in range(n):
+        out += [f"CA 'mlx5_{i}'", "\tCA type: MT4129", "\tNumber of ports: 1", "\tPort 1:",
+                "\t\tState: Active", "\t\tPhysical state: LinkUp", "\t\tRate: 400",
+                "\t\tBase lid: 7", "\t\tLink layer: InfiniBand"]
+    return "\n".join(out) + "\n"
+
+
+def test_discover_from_saved_outputs_writes_the_dgx_h100s_fields(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("WILLITSCALE_HOME", str(tmp_path / "home"))
+    saved = tmp_path / "node0"
+    saved.mkdir()
+    (saved / "nvidia-smi-topo.txt").write_text("$ nvidia-smi topo -m\n" + H100_TOPO)
+    (saved / "nvidia-smi-q.txt").write_text(_smi_q(8))
+    (saved / "ibstat.txt").write_text(_ibstat(8) + "CA 'mlx5_8'\n\tPort 1:\n\t\tState: Down\n"
+                                      "\t\tRate: 10\n\t\tLink layer: Ethernet\n")
+    assert main(["discover", "--from", str(saved), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["gpus"], out["gpu"], out["intra_link"], out["nic"], out["nics"]) == (
+        8, "h100-sxm", "nvlink4", "ib-ndr", 8)  # the down Ethernet port is not counted
+    assert out["closest_builtin"] == "dgx-h100"
+    assert out["same_as_builtin"] == ["gpu", "gpus_per_node", "intra_link", "intra_topology", "nic", "nics"]
+    assert {d["field"]: (d["discovered"], d["builtin"]) for d in out["differs_from_builtin"]} == {
+        "nvswitch": (None, "nvswitch-v3"), "nvswitches": (None, 4), "display_name": (None, "NVIDIA DGX H100")}
+
+
+def test_discover_from_a_folder_without_outputs_says_what_it_needs(tmp_path, capsys):
+    assert main(["discover", "--from", str(tmp_path)]) == 2
+    assert "nvidia-smi-topo.txt" in capsys.readouterr().err

@@ -27,6 +27,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("discover", help=HELP, description=DESCRIPTION, epilog=examples(
         "willitscale discover", "willitscale discover --json",
         "willitscale discover --write --name my-node"))
+    p.add_argument("--from", dest="captures", metavar="DIR", default=None,
+                   help="read saved outputs instead of this machine: nvidia-smi-topo.txt, "
+                        "nvidia-smi-q.txt, ibstat.txt, cpuinfo.txt, hostname.txt in DIR")
     p.add_argument("--json", action="store_true")
     p.add_argument("--write", action="store_true",
                    help="store the node preset in $WILLITSCALE_HOME/catalog/NAME.toml")
@@ -47,8 +50,16 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.name.replace("-", "").replace("_", "").isalnum():
         raise ConfigError("--name", args.name, "letters, digits, - and _ (a TOML key)")
-    facts = host_facts()
-    facts["peermem"] = Path("/sys/module/nvidia_peermem").exists()
+    if args.captures:
+        from willitscale.bench.captures import FILES, facts_from_captures
+
+        folder = Path(args.captures).expanduser()
+        if not folder.is_dir() or not any((folder / f).is_file() for f in FILES):
+            raise ConfigError("--from", str(folder), "a folder holding any of " + ", ".join(FILES))
+        facts = facts_from_captures(folder)
+    else:
+        facts = host_facts()
+        facts["peermem"] = Path("/sys/module/nvidia_peermem").exists()
     catalog = load_catalog()
     found = discover_node(facts, catalog)
     node = closest_node(found, catalog) if found.gpu else None
