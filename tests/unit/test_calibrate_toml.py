@@ -59,6 +59,9 @@ def test_hand_written_file_with_only_an_efficiency(tmp_path):
     ('[[compute]]\ndevice = "cpu"\ndtype = "fp32"\npeak_TFLOPS = 1\nachieved_TFLOPS = 0.5\n'
      'efficiency = 0.9\n', "efficiency"),
     ('format = 2\n', "format"),
+    # issue 17: a hand-written efficiency of 1.6 was clamped to 1 without a word
+    ('[[compute]]\ndevice = "cpu"\ndtype = "fp32"\npeak_TFLOPS = 1\nefficiency = 1.6\n',
+     r"efficiency = 1.6 is not valid: expected a fraction of the peak in \(0, 1\]"),
     ('[[link]]\nlevel = "inter_node"\nbandwidth_GBps = 1\nlatency_us = 1\n'
      '[[link]]\nlevel = "inter_node"\nbandwidth_GBps = 2\nlatency_us = 1\n', "one entry per level"),
 ])

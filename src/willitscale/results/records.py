@@ -141,6 +141,11 @@ class TrainRow:
     steps: int  #: measured steps of each kind
     #: the first DDP bucket's cap (bytes); None in runs stored before it was recorded
     first_bucket_bytes: int | None = None
+    #: ``torch.cuda.max_memory_allocated`` / ``max_memory_reserved`` over the measured steps,
+    #: the largest of any rank (bytes); None on CPU (PyTorch keeps no such counters there) and
+    #: in runs stored before they were recorded. Rows are JSON in the store: no migration.
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
 
     @property
     def exposed_comm(self) -> float:
@@ -165,6 +170,8 @@ class TrainRow:
             "exposed_comm_s": self.exposed_comm, "steps": self.steps,
             "tokens_per_s": self.tokens_per_step / self.step,
             "first_bucket_bytes": self.first_bucket_bytes,
+            "peak_allocated_bytes": self.peak_allocated_bytes,
+            "peak_reserved_bytes": self.peak_reserved_bytes,
         }
 
     @classmethod
@@ -177,8 +184,13 @@ class TrainRow:
                    backward=float(data["backward_s"]),
                    backward_no_sync=float(data["backward_no_sync_s"]),
                    optimizer=float(data["optimizer_s"]),
-                   first_bucket_bytes=None if data.get("first_bucket_bytes") is None
-                   else int(data["first_bucket_bytes"]))
+                   first_bucket_bytes=_optional_int(data, "first_bucket_bytes"),
+                   peak_allocated_bytes=_optional_int(data, "peak_allocated_bytes"),
+                   peak_reserved_bytes=_optional_int(data, "peak_reserved_bytes"))
+
+
+def _optional_int(data: Mapping[str, Any], key: str) -> int | None:
+    return None if data.get(key) is None else int(data[key])
 
 
 ROW_TYPES = {cls.kind: cls for cls in (CollectiveRow, MatmulRow, TrainRow)}

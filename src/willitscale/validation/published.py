@@ -78,7 +78,10 @@ def _narayanan() -> list[PublishedRun]:
             settings={**SELENE, "nodes": gpus // 8, "tp": tp, "pp": pp, "global_batch": batch,
                       "micro_batch": mb, "seq_len": 2048, "recompute": "full", "dtype": "fp16",
                       "pp_schedule": "interleaved" if v > 1 else "1f1b", "virtual_stages": v,
-                      "overlap": torch_ddp, "flash_attention": False},
+                      "overlap": torch_ddp, "flash_attention": False,
+                      # 2021's Megatron-LM had neither sequence parallelism (Korthikanti 2022)
+                      # nor the distributed optimizer: stated, so the estimate does not fit them
+                      "sequence_parallel": False, "zero": 0},
             note=("PyTorch DDP (overlapped)" if torch_ddp else "Megatron local DDP: gradients "
                   "all-reduced after the flush, not overlapped"),
             calibrated_on=True))
@@ -113,7 +116,8 @@ def _korthikanti() -> list[PublishedRun]:
             extra={"hfu": hfu, "step_time_s": sel_s}))
         runs.append(PublishedRun(
             name=f"GPT {name}, full recompute", source=_K22, metric="step_time_s",
-            published=full_s, shape=shape, settings={**base, "recompute": "full"}))
+            published=full_s, shape=shape,
+            settings={**base, "recompute": "full", "sequence_parallel": False}))
     runs.append(PublishedRun(
         name="GPT 530B, selective + sequence parallel, 8-way data parallel (2240 GPUs)",
         source=_K22 + "; section 6.3: 39.15 s per iteration, MFU 54.2%", metric="step_time_s",
@@ -137,7 +141,8 @@ def _others() -> list[PublishedRun]:
         shape={"catalog": "bloom-176b"},
         settings={"gpu": "a100-80gb", "gpus_per_node": 8, "inter_node": "4xopa-100", "nodes": 48,
                   "tp": 4, "pp": 12, "global_batch": 2048, "micro_batch": 2, "seq_len": 2048,
-                  "recompute": "full", "zero": 1, "flash_attention": False},
+                  "recompute": "full", "zero": 1, "flash_attention": False,
+                  "sequence_parallel": False},  # Megatron-DeepSpeed 2022: no sequence parallelism
         note="Megatron-DeepSpeed's TFLOP/s formula counts recomputation (x4 forward)")
     mtnlg = PublishedRun(
         name="MT-NLG 530B", metric="step_time_s", published=60.1,
@@ -147,7 +152,7 @@ def _others() -> list[PublishedRun]:
         shape=_gpt("mt-nlg-530b", 105, 20480, 128),
         settings={**SELENE, "nodes": 280, "tp": 8, "pp": 35, "global_batch": 1920,
                   "micro_batch": 1, "seq_len": 2048, "recompute": "full", "zero": 1,
-                  "flash_attention": False},
+                  "flash_attention": False, "sequence_parallel": False},  # not in 2021's code
         note="micro-batch 1 assumed (not published)")
     llama = []
     for gpus, dp, tflops in ((8192, 64, 430.0), (16384, 128, 400.0)):
