@@ -90,6 +90,20 @@ def test_warnings_far_nics_and_no_gpudirect():
     assert "GPU0 reaches every NIC across NUMA nodes" in text and "GPU1 reaches" not in text
     assert "GPU pairs across NUMA nodes without NVLink: GPU0-GPU1" in text
     assert "no nvidia_peermem" in text
+    assert "PCIe switch" not in text  # GPU0-GPU1 is SYS here
+
+
+def test_gpus_behind_one_pcie_switch_are_named():
+    tabs = ("\tGPU0\tGPU1\tGPU2\tCPU Affinity\tNUMA Affinity\n"
+            "GPU0\t X \tPIX\tNODE\t0-31\t0\n"
+            "GPU1\tPIX\t X \tNODE\t0-31\t0\n"
+            "GPU2\tNODE\tNODE\t X \t0-31\t0\n")
+    f = facts(H100_TOPO, "NVIDIA H100 PCIe", 81559)
+    f["gpus"], f["topology"] = f["gpus"][:3], parse_topo_matrix(tabs)
+    d = discover_node(f, wis.load_catalog())
+    assert [w for w in d.warnings if "PCIe switch" in w] == [
+        "GPUs behind one PCIe switch: GPU0-GPU1: their traffic to the host and the NICs shares "
+        "the switch's uplink"]
 
 
 def test_written_preset_is_loaded_by_the_catalog(tmp_path, monkeypatch, capsys):

@@ -11,8 +11,9 @@ and what looks wrong (pure: facts and the catalog in, a :class:`Discovery` out).
 * **NICs**: active InfiniBand ports (``/sys/class/infiniband/*/ports/*/rate``, e.g.
   ``400 Gb/sec (4X NDR)``) matched to the catalog's InfiniBand link of that rate; without
   InfiniBand, Ethernet interfaces with a device and a known speed, matched to a RoCE link.
-* **warnings**: a GPU with no NIC on its NUMA node, GPUs that reach each other only across
-  NUMA nodes (``SYS``), InfiniBand NICs without GPUDirect RDMA (no ``nvidia_peermem`` module).
+* **warnings**: a GPU with no NIC on its NUMA node, GPUs sharing a PCIe switch (``PIX``/``PXB``
+  between them), GPUs that reach each other only across NUMA nodes (``SYS``), InfiniBand NICs
+  without GPUDirect RDMA (no ``nvidia_peermem`` module).
 """
 
 from __future__ import annotations
@@ -133,6 +134,12 @@ def _warnings(facts: dict, topo: dict | None) -> list[str]:
             if nics and all(topo["links"][g].get(n) == "SYS" for n in nics):
                 out.append(f"{g} reaches every NIC across NUMA nodes (SYS): its traffic crosses "
                            "the CPU interconnect; bind it to a NIC on its own socket")
+        shared = sorted({f"{a}-{b}" for a in gpus for b in gpus
+                         if a < b and topo["links"][a][b] in ("PIX", "PXB")})
+        if shared:
+            out.append(f"GPUs behind one PCIe switch: {', '.join(shared[:6])}"
+                       f"{' ...' if len(shared) > 6 else ''}: their traffic to the host and the "
+                       "NICs shares the switch's uplink")
         far = sorted({f"{a}-{b}" for a in gpus for b in gpus if a < b and topo["links"][a][b] == "SYS"})
         if far:
             out.append(f"GPU pairs across NUMA nodes without NVLink: {', '.join(far[:6])}"
