@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from willitscale.cli.main import main
@@ -186,3 +187,41 @@ def test_compare_puts_the_traced_step_beside_the_estimate(tmp_path, monkeypatch,
     assert rows["compute (forward + backward)"]["predicted_s"] == e.breakdown.forward + e.breakdown.backward
     assert rows["exposed communication"]["predicted_s"] == e.exposed_comms
     assert rows["optimizer"]["error"] == pytest.approx((e.breakdown.optimizer - 80 * US) / (80 * US))
+
+
+@pytest.mark.parametrize("settings", [
+    {"model": "gpt2-xl", "preset": "dgx-h100", "nodes": 2, "micro_batch": 4},
+    {"model": "llama3-8b", "gpu": "h100", "nodes": 2, "gpus_per_node": 8, "seq_len": 4096,
+     "micro_batch": 1, "tp": 2, "pp": 2},
+])
+def test_a_predicted_trace_in_kinetos_names_reads_back_as_the_estimate(settings, tmp_path):
+    from willitscale.estimation.estimate import estimate
+    from willitscale.report.trace import write_chrome_trace
+    from willitscale.scenario.build import build_scenario
+
+    est = estimate(build_scenario(settings), allow_oom=True)
+    path = write_chrome_trace(est.timeline, tmp_path / "predicted.json", steps=2, names="kineto",
+                              world_size=est.gpus)
+    s = read_trace(json.loads(path.read_text()), str(path))
+    assert [st.name for st in s.steps] == ["ProfilerStep#0", "ProfilerStep#1"]
+    assert s.world_size == est.gpus and s.backend == "nccl"
+    comm_spans = [sp for sp in est.timeline.spans if sp.lane == "comms"]
+    assert len(s.collectives) == 2 * len(comm_spans)  # every communication span, each step
+    for step in s.steps:
+        assert step.duration == pytest.approx(est.step_time)
+        # compute kernels: forward + backward (+ their overlap slowdown) and the optimizer
+        busy = est.timeline.busy("compute")
+        assert sum(step.compute.values()) == pytest.approx(busy)
+        assert step.compute["optimizer"] == pytest.approx(est.breakdown.optimizer)
+        # exposed communication: the time some communication span covers and no compute span
+        # does, measured here on the estimate's own spans on a 1 ns grid
+        grid = np.arange(0.0, est.step_time, 1e-9 * max(1.0, est.step_time / 1e-3))
+        def covered(spans):
+            mask = np.zeros(grid.size, dtype=bool)
+            for sp in spans:
+                mask |= (grid >= sp.start) & (grid < sp.end)
+            return mask
+        comm, compute = covered(comm_spans), covered(est.timeline.lane("compute"))
+        dt = grid[1] - grid[0]
+        assert step.comms == pytest.approx(comm.sum() * dt, rel=1e-3)
+        assert step.exposed_comms == pytest.approx((comm & ~compute).sum() * dt, rel=1e-3, abs=2 * dt)

@@ -258,8 +258,8 @@ def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]], lo: flo
 
 
 def _is_compute(e: _Event, kernels: bool) -> bool:
-    if kernels:
-        return e.cat == "kernel" and not _NCCL_KERNEL.match(e.name)
+    if kernels:  # an NCCL kernel is never compute, modelled op or not
+        return e.cat == "kernel" and not e.name.lower().startswith("nccl")
     return e.cat == "cpu_op" and not e.name.startswith(("c10d::", "gloo:", "nccl:", "record_param_comms"))
 
 
