@@ -132,6 +132,7 @@ _EXPORTS: dict[str, str] = {
     "SearchResult": "willitscale.plan.search",
     "search_plans": "willitscale.plan.search",
     "explain_plan": "willitscale.plan.explain",
+    "to_frame": "willitscale.plan.frames",
     "LinkRace": "willitscale.validation.linkrace",
     "lecture_case": "willitscale.validation.linkrace",
     "PublishedRun": "willitscale.validation.published",

@@ -19,9 +19,48 @@ from typing import Any, TypeVar
 
 from willitscale.errors import ConfigError
 
-__all__ = ["Table", "load_toml", "MISSING"]
+__all__ = ["Table", "load_toml", "MISSING", "FrozenMap"]
 
 T = TypeVar("T")
+
+
+class FrozenMap(Mapping):
+    """A read-only mapping that pickles (``types.MappingProxyType`` does not: a scenario, a
+    cluster or an estimate holding one could not cross to a process pool or be cached).
+
+    The frozen dataclasses keep their table fields (a GPU's peak FLOP/s per dtype, a
+    topology's parameters, a span's arguments) in one of these: looked up like a dict, never
+    changed, equal to any mapping with the same items."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping | Iterator | tuple = ()):
+        self._data = dict(data)
+
+    def __getitem__(self, key):
+        return self._data[key]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key) -> bool:
+        return key in self._data
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({self._data!r})"
+
+    def __reduce__(self):
+        return (FrozenMap, (self._data,))
+
+    def __or__(self, other: Mapping) -> dict:
+        return {**self._data, **other}
+
+    def copy(self) -> dict:
+        """A plain, changeable dict of the same items (as ``MappingProxyType.copy``)."""
+        return dict(self._data)
 
 
 class _Missing:

@@ -52,6 +52,20 @@ class WillItScaleError(Exception):
 
     exit_code = 2
 
+    def __reduce__(self):
+        # The subclasses take other arguments than the message their ``args`` hold, so the
+        # default (``cls(*args)``) would fail in the process that unpickles: rebuild from the
+        # message and the attributes instead (an error raised in a worker process crosses back).
+        return (_restored_error, (type(self), self.args, self.__dict__))
+
+
+def _restored_error(cls: type, args: tuple, state: dict) -> WillItScaleError:
+    """An error of class ``cls`` with message ``args`` and attributes ``state`` (unpickling)."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class ConfigError(WillItScaleError):
     """Invalid input. ``ConfigError(field, value, expected)`` reads

@@ -64,6 +64,11 @@ def test_a_store_of_every_older_version_migrates_to_the_newest(tmp_path, version
         assert run.rows == ({"m": 64},)
         store.finish_run(1, "failed", reason="rank 1 was killed")  # a version-2 column
         assert store.run_info(1).reason == "rank 1 was killed"
+        assert store.run_info(1).source == ""  # version 3: runs made before it were measured
+        new = store.add_run(kind="matmul", started_at="2026-01-02T00:00:00+00:00",
+                            finished_at=None, status="complete", label="", options={},
+                            environment={}, host="h", pid=2, source="nccl-tests text a.log")
+        assert store.run_from_source("nccl-tests text a.log") == new
     assert _raw(path, "SELECT value FROM meta WHERE key = 'schema_version'") == \
         [(str(SCHEMA_VERSION),)]
     assert f"migrated from schema version {version} to {SCHEMA_VERSION}" in capsys.readouterr().err

@@ -99,8 +99,16 @@ def _interfaces() -> list[dict[str, Any]]:
             "mtu": int(m) if (m := _read(path / "mtu")) and m.isdigit() else None,
             "speed_Mbps": int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None,
             "qdisc": qdiscs.get(path.name),
+            "device": (path / "device").exists(),  # a physical NIC (not lo, a bridge, a veth)
+            "numa_node": _numa_of(path / "device"),
         })
     return out
+
+
+def _numa_of(device: Path) -> int | None:
+    """The NUMA node of a PCI device (``/sys/.../device/numa_node``; -1 or absent: None)."""
+    text = _read(device / "numa_node")
+    return int(text) if text and text.isdigit() else None
 
 
 def _infiniband() -> list[dict[str, Any]]:
@@ -109,7 +117,8 @@ def _infiniband() -> list[dict[str, Any]]:
     for port in sorted(base.glob("*/ports/*")) if base.exists() else []:
         ports.append({"device": port.parent.parent.name, "port": port.name,
                       "rate": _read(port / "rate"), "state": _read(port / "state"),
-                      "link_layer": _read(port / "link_layer")})
+                      "link_layer": _read(port / "link_layer"),
+                      "numa_node": _numa_of(port.parent.parent / "device")})
     return ports
 
 
@@ -185,7 +194,8 @@ def summarize_environment(per_rank: list[dict[str, Any]], *, backend: str,
         if len(host) > len(nodes.get(host["node"], {})):  # keep the node's full record
             nodes[host["node"]] = {**host, **facts["torch"]}
         ranks.append({"rank": rank, "node": host["node"], "local_rank": facts["local_rank"],
-                      "device": device_names[rank] if rank < len(device_names) else None})
+                      "device": device_names[rank] if rank < len(device_names) else None,
+                      "pid": facts.get("pid")})
     node_names = list(nodes)
     per_node = [sum(1 for r in ranks if r["node"] == n) for n in node_names]
     first = next(iter(nodes.values()))

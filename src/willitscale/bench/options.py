@@ -8,6 +8,7 @@ willitscale.bench collectives -b 1MB ...``), handed over by the built-in spawner
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -16,7 +17,7 @@ from willitscale.errors import ConfigError
 from willitscale.units import parse_size
 
 __all__ = ["DTYPES", "CollectiveOptions", "MatmulOptions", "TrainOptions", "OPTIONS_ENV",
-           "parse_dtype", "add_collective_args", "add_matmul_args", "add_train_args",
+           "parse_dtype", "nccl_tests_size", "time_reduction", "add_collective_args", "add_matmul_args", "add_train_args",
            "options_from_args", "OPTION_TYPES"]
 
 OPTIONS_ENV = "WILLITSCALE_BENCH_OPTIONS"
@@ -47,6 +48,44 @@ def _size(text: str, field: str) -> int:
     if value != int(value):
         raise ConfigError(field, text, "a whole number of bytes")
     return int(value)
+
+
+_NCCL_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(\S?)")
+_NCCL_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+
+
+def nccl_tests_size(text: str, field: str) -> int:
+    """A size as nccl-tests reads ``-b``/``-e``/``-i`` (src/common.cu ``parsesize``: a number,
+    then K, M or G in either case meaning 2^10, 2^20, 2^30; anything after that letter is
+    ignored, so ``128MB`` is 128 x 2^20; a bare number is bytes)."""
+    m = _NCCL_SIZE.match(str(text))
+    unit = m.group(2).lower() if m else None
+    if m is None or unit not in _NCCL_UNITS:
+        raise ConfigError(field, text, "a size as nccl-tests reads it: a number of bytes, or "
+                                       "with K, M or G (2^10, 2^20, 2^30), e.g. 8, 128M, 1G")
+    value = float(m.group(1)) * _NCCL_UNITS[unit]
+    if value < 1 or value != int(value):
+        raise ConfigError(field, text, "a whole number of bytes >= 1")
+    return int(value)
+
+
+#: nccl-tests' -a numbers (0 = rank 0, 1 = average, 2 = min, 3 = max)
+_NCCL_AVERAGE = {"0": "rank0", "1": "mean", "2": "min", "3": "max"}
+
+
+def time_reduction(text: str) -> str:
+    """``-a``: max, mean, min, rank0, or nccl-tests' numbers 0-3."""
+    value = _NCCL_AVERAGE.get(str(text).strip(), str(text).strip().lower())
+    if value not in TIME_REDUCTIONS:
+        raise ConfigError("-a/--time-reduce", text, "max, mean, min, rank0, or nccl-tests' "
+                                                    "0 (rank 0), 1 (mean), 2 (min), 3 (max)")
+    return value
+
+
+def _one(value: int | None, flag: str) -> None:
+    if value not in (None, 1):
+        raise ConfigError(flag, value, "1: willitscale runs one process per GPU (nccl-tests' "
+                                       "-g 1 -t 1); start more ranks with --nproc or torchrun")
 
 
 class _Options:
@@ -209,21 +248,35 @@ def add_collective_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ops", default="all_reduce",
                    help="comma-separated: all_reduce, all_gather, reduce_scatter, broadcast, "
                         "reduce, all_to_all, send_recv, or 'all' (default all_reduce)")
-    p.add_argument("-b", "--min-bytes", default="1MB", help="smallest size (MB = 1e6, MiB = 2^20)")
-    p.add_argument("-e", "--max-bytes", default="64MB", help="largest size")
-    p.add_argument("-f", "--factor", type=float, default=None, help="size multiplier (default 2)")
-    p.add_argument("-i", "--step-bytes", default=None, help="size increment, instead of a factor")
+    p.add_argument("-b", "--min-bytes", default=None,
+                   help="smallest size (default 1MB); MB = 10^6 B, MiB = 2^20 B, a bare number "
+                        "is bytes. With --format nccl-tests, as nccl-tests reads it: 128M = "
+                        "128 x 2^20 B, K and G likewise (default 32M, nccl-tests')")
+    p.add_argument("-e", "--max-bytes", default=None,
+                   help="largest size (default 64MB; with --format nccl-tests 32M)")
+    p.add_argument("-f", "--factor", type=float, default=None,
+                   help="size multiplier (default 2; with --format nccl-tests, as there: none, "
+                        "sizes step by -i)")
+    p.add_argument("-i", "--step-bytes", default=None,
+                   help="size increment, instead of a factor (with --format nccl-tests: "
+                        "default 1M = 2^20 B when no -f)")
+    p.add_argument("-g", "--ngpus", type=int, default=None,
+                   help="nccl-tests' GPUs per thread: only 1 (one process per GPU)")
+    p.add_argument("-t", "--nthreads", type=int, default=None,
+                   help="nccl-tests' threads per process: only 1")
     p.add_argument("-d", "--dtype", default=d.dtype, help="float32, float16, bfloat16, float64, int32, ...")
     p.add_argument("-o", "--redop", default=d.redop, choices=REDOPS, help="reduction operator")
     p.add_argument("-r", "--root", type=int, default=d.root, help="root rank of broadcast and reduce")
     p.add_argument("-w", "--warmup", type=int, default=d.warmup, help="untimed iterations first")
     p.add_argument("-n", "--iters", type=int, default=d.iters, help="timed back-to-back ops per size")
-    p.add_argument("--mode", choices=MODES, default=d.mode,
-                   help="buffers: out-of-place, in-place, or both (nccl-tests prints both)")
+    p.add_argument("--mode", choices=MODES, default=None,
+                   help="buffers: out-of-place (default), in-place, or both (nccl-tests prints "
+                        "both: the default with --format nccl-tests)")
     p.add_argument("-c", "--check", type=int, choices=(0, 1), default=1,
                    help="check every result exactly (1) or not (0)")
-    p.add_argument("-a", "--time-reduce", choices=TIME_REDUCTIONS, default=d.time_reduce,
-                   help="combine the ranks' times by max (default), mean (nccl-tests' default), ...")
+    p.add_argument("-a", "--time-reduce", type=time_reduction, default=d.time_reduce,
+                   help="combine the ranks' times by max (default), mean (nccl-tests' default), "
+                        "min or rank0; nccl-tests' numbers 0-3 work too")
     add_common_args(p)
 
 
@@ -253,17 +306,7 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
 def options_from_args(kind: str, args: argparse.Namespace):
     """The validated options of benchmark ``kind`` from parsed flags."""
     if kind == "collectives":
-        from willitscale.collectives.ops import Op
-
-        ops = [o.value for o in Op] if args.ops.strip().lower() == "all" else _csv(args.ops)
-        step = _size(args.step_bytes, "step_bytes") if args.step_bytes else None
-        factor = args.factor if args.factor is not None else (None if step else 2.0)
-        return CollectiveOptions(
-            ops=tuple(ops), min_bytes=_size(args.min_bytes, "min_bytes"),
-            max_bytes=_size(args.max_bytes, "max_bytes"), factor=factor, step_bytes=step,
-            dtype=args.dtype, redop=args.redop, root=args.root, warmup=args.warmup,
-            iters=args.iters, mode=args.mode, check=bool(args.check),
-            time_reduce=args.time_reduce, backend=args.backend)
+        return _collective_options(args)
     if kind == "matmul":
         return MatmulOptions(shapes=tuple(_shape(s) for s in _csv(args.sizes)),
                              dtypes=tuple(_csv(args.dtypes)), warmup=args.warmup,
@@ -274,3 +317,25 @@ def options_from_args(kind: str, args: argparse.Namespace):
                             bucket_bytes=_size(args.bucket_size, "bucket_size"), dtype=args.dtype,
                             seed=args.seed, backend=args.backend)
     raise ConfigError("kind", kind, "one of " + ", ".join(OPTION_TYPES))
+
+
+def _collective_options(args: argparse.Namespace) -> CollectiveOptions:
+    """The sweep's options; with ``--format nccl-tests`` sizes and defaults are nccl-tests'."""
+    from willitscale.collectives.ops import Op
+
+    nccl = getattr(args, "format", "table") == "nccl-tests"
+    _one(getattr(args, "ngpus", None), "-g/--ngpus")
+    _one(getattr(args, "nthreads", None), "-t/--nthreads")
+    size = nccl_tests_size if nccl else _size
+    ops = [o.value for o in Op] if args.ops.strip().lower() == "all" else _csv(args.ops)
+    step = size(args.step_bytes, "step_bytes") if args.step_bytes else None
+    if nccl and args.factor is None and step is None:
+        step = 2**20  # nccl-tests' default -i 1M when no -f (README "Arguments")
+    factor = args.factor if args.factor is not None else (None if step else 2.0)
+    default_min, default_max = ("32M", "32M") if nccl else ("1MB", "64MB")
+    return CollectiveOptions(
+        ops=tuple(ops), min_bytes=size(args.min_bytes or default_min, "min_bytes"),
+        max_bytes=size(args.max_bytes or default_max, "max_bytes"), factor=factor,
+        step_bytes=step, dtype=args.dtype, redop=args.redop, root=args.root, warmup=args.warmup,
+        iters=args.iters, mode=args.mode or ("both" if nccl else "out-of-place"),
+        check=bool(args.check), time_reduce=args.time_reduce, backend=args.backend)

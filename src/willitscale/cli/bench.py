@@ -92,6 +92,13 @@ def register(subparsers) -> None:
         if kind == "collectives":
             from willitscale.cli.paths import output_directory
 
+            out.add_argument("--format", choices=("table", "nccl-tests"), default="table",
+                             help="print willitscale's table (default) or nccl-tests' own layout "
+                                  "(header, one line per size with out-of-place and in-place "
+                                  "halves, '# Avg bus bandwidth'); nccl-tests also reads -b, -e "
+                                  "and -i its way: 128M = 128 x 2^20 B, a bare number is bytes "
+                                  "(elsewhere in willitscale 128MB = 128 x 10^6 B)")
+
             out.add_argument("--plot", metavar="DIR", type=output_directory("--plot"),
                              help="also draw busbw vs message size, measured and predicted (the "
                                   "latest calibration, else the catalog), as PNG and SVG into DIR "
@@ -111,7 +118,8 @@ def run(kind: str, args: argparse.Namespace) -> int:
 
         require_matplotlib()
     job = Job(kind=kind, options=options_from_args(kind, args), json=args.json, label=args.label,
-              store=not args.no_store, plot=os.path.abspath(plot) if plot else "")
+              store=not args.no_store, plot=os.path.abspath(plot) if plot else "",
+              format=getattr(args, "format", "table"))
     from willitscale.bench.ranks.watch import TIMEOUT_ENV, timeout_s
 
     timeout = timeout_s(args.timeout)
@@ -150,6 +158,12 @@ def _run_worker(job) -> int:
 
     if job.json:
         print_json([row.to_json() for row in result.rows])
+    elif job.format == "nccl-tests":
+        from willitscale.report.nccl_tests import nccl_tests_text
+
+        sys.stdout.write(nccl_tests_text([r.to_json() for r in result.rows],
+                                         options=job.options.to_json(),
+                                         environment=result.environment or {}))
     else:
         title, columns, units, rows = table_of(job.kind, [r.to_json() for r in result.rows])
         env = result.environment or {}
@@ -187,7 +201,8 @@ def table_of(kind: str, rows: Sequence[dict[str, Any]]):
         units = ["", "(B)", "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", ""]
         body = [[r["op"], r["size_bytes"], r["count"], r["type"], r["redop"], r["root"],
                  "in" if r["in_place"] else "out", _time_us(r["time_us"]), _num(r["algbw_GBps"]),
-                 _num(r["busbw_GBps"]), r["wrong"]] for r in rows]
+                 _num(r["busbw_GBps"]), r["wrong"] if r.get("checked", True) else "N/A"]
+                for r in rows]
         # root and place only when they say something (keeps the table within 80 columns)
         drop = [i for i, show in ((5, any(r["root"] >= 0 for r in rows)),
                                   (6, any(r["in_place"] for r in rows))) if not show]

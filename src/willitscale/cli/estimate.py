@@ -51,6 +51,10 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="everything as JSON (unit-named keys)")
     p.add_argument("--trace", metavar="FILE", type=output_file("--trace"), help="write the step's timeline as Chrome/Perfetto "
                                                    "trace JSON (open at https://ui.perfetto.dev)")
+    p.add_argument("--trace-names", choices=("willitscale", "kineto"), default="willitscale",
+                   help="the trace's event names: willitscale's lanes (default), or a PyTorch "
+                        "profiler trace's (ProfilerStep#N, NCCL kernel names) to set beside a "
+                        "measured trace in Perfetto or HTA, or to read with `trace import`")
     p.add_argument("--width", type=int, default=64, help="timeline width in characters")
     add_plot_flag(p)
     p.set_defaults(run=run)
@@ -134,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
     if args.trace:
         from willitscale.report.trace import write_chrome_trace
 
-        path = write_chrome_trace(est.timeline, args.trace)
+        path = write_chrome_trace(est.timeline, args.trace, names=args.trace_names,
+                                  world_size=est.gpus)
         print(f"trace written to {path} (open it at https://ui.perfetto.dev)", file=sys.stderr)
     if args.plot:
         from willitscale.cli.plot_flag import estimate_plots

@@ -38,7 +38,15 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("sweep", "a grid of fabric simulations or estimates on every core or a Ray cluster, to "
                   "CSV or Parquet, resumable"),
     )),
+    ("Set up", (
+        ("completion", "a shell completion script (bash, zsh) for the commands, flags and "
+                       "catalog names"),
+    )),
     ("Measure, calibrate, validate", (
+        ("discover", "this node's GPUs, NVLink, NICs and NUMA layout, as a node preset; what "
+                     "looks wrong"),
+        ("trace", "what a profiled training step did: compute by kind, collectives, overlap "
+                  "(a torch.profiler trace)"),
         ("bench", "what this cluster achieves: collective busbw, matmul FLOP/s, a DDP step"),
         ("results", "the runs measured so far: list, show, compare repeats, export"),
         ("emulate", "an emulated cluster of network namespaces with shaped links (root)"),

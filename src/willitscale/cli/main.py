@@ -21,7 +21,8 @@ from willitscale.errors import WillItScaleError
 # ``willitscale --help`` groups them as ``cli/helptext.py`` says (the main job first).
 COMMAND_MODULES: tuple[str, ...] = (
     "estimate", "scale", "plan", "requirements", "size", "report", "hardware", "model",
-    "collective", "fabric", "sweep", "bench", "results", "emulate", "calibrate", "validate",
+    "collective", "fabric", "sweep", "discover", "trace", "bench", "results", "emulate",
+    "calibrate", "validate", "completion",
 )
 
 DEBUG_ENV = "WILLITSCALE_DEBUG"

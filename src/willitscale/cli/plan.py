@@ -59,6 +59,12 @@ def register(subparsers) -> None:
     s.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
     s.add_argument("--explain", type=int, default=3, help="top plans to explain (default 3)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
+    p.add_argument("--torchtitan", metavar="FILE", default=None,
+                   help="write the fastest plan as a torchtitan job TOML (docs/formats.md); the "
+                        "fastest plan torchtitan can run (FSDP or DDP, sequence-parallel TP)")
+    p.add_argument("--megatron", metavar="FILE", default=None,
+                   help="write the fastest plan Megatron-LM can run as its command-line flags "
+                        "(DDP or the distributed optimizer), one per line (docs/formats.md)")
     p.add_argument("--progress", action="store_true", help="show progress even when not a terminal")
     add_plot_flag(p)
     p.set_defaults(run=run)
@@ -195,6 +201,9 @@ def run(args: argparse.Namespace) -> int:
                         progress=progress)
     if result.interrupted:
         print("interrupted: showing the plans evaluated so far", file=sys.stderr)
+    for kind in ("torchtitan", "megatron"):
+        if getattr(args, kind):
+            _write_framework(kind, getattr(args, kind), result, scenario)
     if args.json:
         print_json(plan_json(result, scenario, top=args.top, explain=args.explain))
     else:
@@ -234,3 +243,35 @@ class _progress:
         if self.bar is not None:
             self.bar.stop()
         return False
+
+
+def _write_framework(kind: str, path: str, result, scenario) -> None:
+    """The fastest plan framework ``kind`` (torchtitan, megatron) can express, written to
+    ``path`` in its format."""
+    from pathlib import Path
+
+    from willitscale.errors import ConfigError
+    from willitscale.scenario.megatron import megatron_args
+    from willitscale.scenario.torchtitan import torchtitan_toml
+
+    if scenario.model is None:
+        raise ConfigError(f"--{kind} needs a model shape (--model), not only --params")
+    model = scenario.model
+    reasons = []
+    for index in result.ranked:
+        plan = result.batch.plan(int(index))
+        try:
+            if kind == "torchtitan":
+                text = torchtitan_toml(plan, model=model.name, layers=model.layers,
+                                       seq_len=scenario.seq_len, dtype=scenario.dtype)
+            else:
+                text = megatron_args(plan, model=model, seq_len=scenario.seq_len, dtype=scenario.dtype)
+        except ConfigError as exc:
+            reasons.append(str(exc))
+            continue
+        Path(path).write_text(text)
+        print(f"{kind} {'job file' if kind == 'torchtitan' else 'arguments'} written to {path}: "
+              f"{plan!r}", file=sys.stderr)
+        return
+    raise ConfigError(f"--{kind}: no feasible plan {kind} can run"
+                      f"{' (' + reasons[0] + ')' if reasons else ''}")

@@ -11,28 +11,13 @@ __all__ = ["plan_json", "plan_row", "plan_flags", "estimate_flags", "plan_warnin
 
 
 def plan_row(result, index: int, *, peak: float) -> dict:
-    """One ranked plan as JSON."""
-    b = result.batch
-    plan = b.plan(index)
-    step = float(result.step_time[index])
-    tokens = result.global_batch * result.seq_len
-    return {
-        "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "ep": plan.ep,
-        "zero": plan.zero, "shard_scope": plan.shard_scope, "micro_batch": plan.micro_batch,
-        "grad_accum": plan.grad_accum, "recompute": plan.recompute, "pp_schedule": plan.pp_schedule,
-        "virtual_stages": plan.virtual_stages, "sequence_parallel": plan.sequence_parallel,
-        "step_time_s": step, "tokens_per_s": tokens / step,
-        "tflops_per_gpu": float(result.tflops[index]),
-        "hardware_tflops_per_gpu": float(result.hardware_tflops[index]),
-        "mfu": float(result.tflops[index]) * 1e12 / peak,
-        "hfu": float(result.hardware_tflops[index]) * 1e12 / peak,
-        "memory_per_gpu_bytes": float(result.memory[index]),
-        "memory_verdict": ("fits", "tight", "does not fit")[int(result.extra["verdict"][index])]
-        if "verdict" in result.extra else None,
-        "framework": plan.resolved_framework,
-        "bubble_s": float(result.bubble[index]), "exposed_comms_s": float(result.exposed[index]),
-        "flags": estimate_flags(plan, memory_fraction=result.extra.get("memory_fraction")),
-    }
+    """One ranked plan as JSON: :meth:`SearchResult.row` (MFU over ``peak``) and its flags."""
+    row = {k: v for k, v in result.row(index).items() if k != "reason"}
+    row["mfu"] = row["tflops_per_gpu"] * 1e12 / peak
+    row["hfu"] = row["hardware_tflops_per_gpu"] * 1e12 / peak
+    plan = result.batch.plan(index)
+    row["flags"] = estimate_flags(plan, memory_fraction=result.extra.get("memory_fraction"))
+    return row
 
 
 def estimate_flags(plan, *, memory_fraction: float | None = None) -> str:

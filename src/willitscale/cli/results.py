@@ -104,6 +104,10 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run_salvage)
 
+    from willitscale.cli import nccl_tests
+
+    nccl_tests.register(sub)
+
 
 def _store():
     from willitscale.results.store import Store
@@ -124,7 +128,7 @@ def _summary_of(info, rows) -> str:
     if info.kind == "collectives":
         ops = sorted({r["op"] for r in rows})
         peak = max(r["busbw_GBps"] for r in rows)
-        wrong = sum(r["wrong"] for r in rows)
+        wrong = sum(r["wrong"] for r in rows)  # rows not checked (nccl-tests -c 0) count 0
         return f"{','.join(ops)}: peak busbw {peak:.3g} GB/s" + (f", {wrong} WRONG" if wrong else "")
     if info.kind == "matmul":
         return f"peak {max(r['achieved_TFLOPS'] for r in rows):.3g} TFLOP/s"
@@ -166,9 +170,15 @@ def _nic_text(nic: dict[str, Any]) -> str:
 def _environment_lines(env: dict[str, Any]) -> list[str]:
     lines = [f"{env.get('world_size')} ranks on {env.get('nodes')} node(s) "
              f"({env.get('ranks_per_node')} per node), backend {env.get('backend')}",
-             f"devices: {', '.join(env.get('devices') or []) or '?'}",
-             f"torch {env.get('torch')}, CUDA {env.get('cuda')}, NCCL {env.get('nccl')}, "
-             f"driver {env.get('driver')}"]
+             f"devices: {', '.join(env.get('devices') or []) or '?'}"]
+    imported = env.get("imported")
+    if imported:  # read from a file (nccl-tests, a profiler trace): the file, not this host
+        lines.append(f"imported from {imported.get('file')} ({imported.get('format')}"
+                     + (f", NCCL {env['nccl']}" if env.get("nccl") else "") + ")")
+        return lines + [f"  {host.get('node')}: {len(host.get('gpus') or [])} device(s)"
+                        for host in env.get("hosts") or []]
+    lines.append(f"torch {env.get('torch')}, CUDA {env.get('cuda')}, NCCL {env.get('nccl')}, "
+                 f"driver {env.get('driver')}")
     if env.get("emulated"):
         e = env["emulated"]
         lines.append(f"emulated cluster: {e.get('nodes')} nodes x {e.get('ranks_per_node')} ranks, "

@@ -59,6 +59,12 @@ class Choice:
     tolerance: float
     reason: str  #: one or two sentences with the numbers
 
+    def __repr__(self) -> str:
+        if not isinstance(self.algorithm, Algorithm):
+            return f"Choice({self.op.value}: {np.size(self.algorithm)} sizes)"
+        return (f"Choice({self.op.value}: {self.algorithm.value}, "
+                f"{format_time(float(self.cost.time))}, of {len(self.candidates)} candidates)")
+
     def to_json(self) -> dict:
         return {
             "fastest": _name(self.algorithm),

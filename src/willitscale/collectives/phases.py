@@ -118,6 +118,12 @@ class Traffic:
         if len(set(names)) != len(names):
             raise ConfigError("traffic: stream names must be unique, got " + ", ".join(names))
 
+    def __repr__(self) -> str:
+        streams = ", ".join(f"{s.name} ({len(s.phases)} phases, {s.steps} steps)" for s in self.streams[:4])
+        more = f", +{len(self.streams) - 4} more" if len(self.streams) > 4 else ""
+        total = sum(s.bytes for s in self.streams)
+        return f"Traffic({len(self.streams)} streams, {total:.4g} bytes: {streams}{more})"
+
     def pair_bytes(self, gpus: int) -> tuple[np.ndarray, np.ndarray]:
         """(pair id ``src * gpus + dst``, bytes) over all phases and repetitions, pairs unique."""
         ids = [p.src * gpus + p.dst for s in self.streams for p in s.phases]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
+from willitscale.config import FrozenMap
 from willitscale.errors import ConfigError
 from willitscale.memory.activations import ActivationMemory, activation_memory
 from willitscale.memory.state import StateMemory, state_memory
@@ -45,6 +45,12 @@ class ModelSummary:
     state_total: StateMemory  #: the whole model's training state, unsharded
     state_per_gpu: StateMemory  #: one GPU's share after TP and ZeRO
     activations: ActivationMemory
+
+    def __repr__(self) -> str:
+        return (f"ModelSummary({self.model.name}: {self.params.total:,} parameters "
+                f"({self.params_per_gpu:,.0f} per GPU at tp {self.tp}), "
+                f"{self.flops.model_per_token * self.flops.seq_len:.4g} model FLOPs per sequence of "
+                f"{self.flops.seq_len}, micro-batch {self.micro_batch})")
 
     def to_json(self) -> dict[str, object]:
         """The JSON object ``willitscale model --json`` prints."""
@@ -122,8 +128,8 @@ def summarize_model(model: Transformer, *, seq_len: int | None = None, micro_bat
                                     flash_attention=flash_attention).hardware_per_token for mode in BASE_MODES}
     return ModelSummary(
         model=model, micro_batch=micro_batch, tp=tp, params=params, params_per_gpu=per_gpu,
-        flops=flops, hardware_flops_per_token=MappingProxyType(by_mode),
-        approximations=MappingProxyType(approximate_flops_per_token(model, seq_len)),
+        flops=flops, hardware_flops_per_token=FrozenMap(by_mode),
+        approximations=FrozenMap(approximate_flops_per_token(model, seq_len)),
         state_total=state_memory(params.total, convention),
         state_per_gpu=state_memory(per_gpu, convention, zero_stage, dp),
         activations=activation_memory(model, seq_len, micro_batch, recompute=recompute, tp=tp,

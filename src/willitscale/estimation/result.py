@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from willitscale.estimation.display import html_table
 from willitscale.estimation.timeline import Timeline
 from willitscale.memory.device import RESERVED_RATIO
+from willitscale.units import format_count, format_size, format_time
 
 __all__ = ["Breakdown", "ComputeKinds", "MemoryBreakdown", "CommReport", "Bottleneck",
            "StepEstimate"]
@@ -329,3 +331,22 @@ class StepEstimate:
             "warnings": list(self.warnings),
             "knobs": dict(self.knobs),
         }
+
+    def __repr__(self) -> str:
+        fits = self.memory.verdict or "fit unknown"
+        return (f"StepEstimate(step {format_time(self.step_time)}, MFU {self.mfu:.1%}, "
+                f"{format_count(self.tokens_per_s)} tokens/s on {self.gpus} GPUs, "
+                f"{format_size(self.memory.total, binary=True)}/GPU ({fits}), "
+                f"bottleneck: {self.bottleneck.resource})")
+
+    def _repr_html_(self) -> str:
+        """A table of the headline numbers and the step's breakdown, for notebooks."""
+        b = self.breakdown
+        rows = [("step time", format_time(self.step_time)), ("MFU", f"{self.mfu:.1%}"),
+                ("tokens/s", format_count(self.tokens_per_s)), ("GPUs", f"{self.gpus} on {self.nodes} nodes"),
+                ("memory per GPU", f"{format_size(self.memory.total, binary=True)} of "
+                                   f"{format_size(self.memory.limit, binary=True)} allowed"),
+                ("bottleneck", self.bottleneck.resource), ("why", self.bottleneck.reason)]
+        rows += [(f"  {f.name.replace('_', ' ')}", format_time(getattr(b, f.name)))
+                 for f in fields(b) if getattr(b, f.name)]
+        return html_table("StepEstimate", ("", "value"), rows)

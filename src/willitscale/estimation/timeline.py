@@ -10,10 +10,11 @@ idle time compute spends waiting.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
+from willitscale.config import FrozenMap
 from willitscale.errors import ConfigError
+from willitscale.units import format_time
 
 __all__ = ["KINDS", "LANES", "Span", "Timeline"]
 
@@ -41,7 +42,7 @@ class Span:
             raise ConfigError("span kind", self.kind, "one of " + ", ".join(KINDS))
         if not (self.end >= self.start >= 0):
             raise ConfigError(f"span {self.name!r}: 0 <= start <= end", (self.start, self.end))
-        object.__setattr__(self, "args", MappingProxyType(dict(self.args)))
+        object.__setattr__(self, "args", FrozenMap(dict(self.args)))
 
     @property
     def duration(self) -> float:
@@ -65,6 +66,11 @@ class Timeline:
         if late:
             raise ConfigError(f"span {late[0].name!r} ends at {late[0].end} s, after the step "
                               f"({self.step_time} s)")
+
+    def __repr__(self) -> str:
+        lanes = sorted({s.lane for s in self.spans})
+        return (f"Timeline({len(self.spans)} spans on lanes {', '.join(lanes) or 'none'}, "
+                f"step {format_time(self.step_time)})")
 
     def lane(self, name: str) -> tuple[Span, ...]:
         return tuple(s for s in self.spans if s.lane == name)

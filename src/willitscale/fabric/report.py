@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 import numpy as np
 
+from willitscale.config import FrozenMap
 from willitscale.collectives.phases import Traffic
 from willitscale.fabric.simulator import SimulationResult
 from willitscale.topology.graph import Topology, VertexKind
@@ -108,7 +108,7 @@ class TrafficMatrix:
 
     def __post_init__(self) -> None:
         for name in ("pairs_by_placement", "byte_share_by_placement"):
-            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+            object.__setattr__(self, name, FrozenMap(dict(getattr(self, name))))
 
     @property
     def idle_pair_share(self) -> float:

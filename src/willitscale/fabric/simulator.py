@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 import numpy as np
 from scipy.sparse import csr_matrix
 
+from willitscale.config import FrozenMap
 from willitscale.collectives.phases import Phase, Traffic
 from willitscale.errors import ConfigError
 from willitscale.fabric.inflight import Block, InFlight
@@ -60,7 +60,7 @@ class SimulationResult:
     flows_resolved: int = 0  #: flows whose rates those events re-computed, summed over events
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "stream_times", MappingProxyType(dict(self.stream_times)))
+        object.__setattr__(self, "stream_times", FrozenMap(dict(self.stream_times)))
 
     @property
     def link_utilization(self) -> np.ndarray:

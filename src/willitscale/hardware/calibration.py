@@ -224,6 +224,14 @@ class Calibration:
             raise ConfigError("calibration section", name, "one of " + ", ".join(SECTIONS))
         return self.sections.get(name, ())
 
+    def __repr__(self) -> str:
+        links = ", ".join(f"{c.level} {format_bandwidth(c.bandwidth)} + {c.latency * 1e6:.3g} us"
+                          for c in self.links)
+        compute = ", ".join(f"{c.device} {c.dtype}" for c in self.compute)
+        where = f" from {self.path}" if self.path else ""
+        return (f"Calibration(links: {links or 'none'}; compute: {compute or 'none'}; "
+                f"{len(self.runs)} run(s){where})")
+
     def link(self, level: str) -> LinkCalibration | None:
         """The fit for ``level`` ("intra_node" or "inter_node"), or None."""
         if level not in LEVELS:

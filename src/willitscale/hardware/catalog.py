@@ -22,10 +22,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
-from willitscale.config import Table, load_toml
+from willitscale.config import FrozenMap, Table, load_toml
 from willitscale.errors import ConfigError, UnknownNameError
 from willitscale.hardware.loader import (
     LinkDefaults,
@@ -82,6 +81,11 @@ class Catalog:
 
     def _table(self, kind: str) -> Mapping[str, Any]:
         return {"gpu": self.gpus, "link": self.links, "switch": self.switches, "node": self.nodes}[kind]
+
+    def __repr__(self) -> str:
+        files = sorted(set(self.origins.values()))
+        return (f"Catalog({len(self.gpus)} GPUs, {len(self.links)} links, {len(self.switches)} "
+                f"switches, {len(self.nodes)} nodes from {len(files)} file(s))")
 
     def names(self, kind: str) -> list[str]:
         """Canonical names and aliases of one kind (for suggestions)."""
@@ -143,14 +147,14 @@ def _sections(key: tuple[str, int, int]) -> Mapping[str, Mapping[str, Any]]:
     sections = {section: root.get(section, _entries(path, section), "a table of named tables", {})
                 for section in _SECTIONS}
     root.done()
-    return MappingProxyType(sections)
+    return FrozenMap(sections)
 
 
 def _entries(path: str, section: str):
     def convert(value: Any) -> Mapping[str, Any]:
         if not isinstance(value, Mapping) or not all(isinstance(v, Mapping) for v in value.values()):
             raise ValueError
-        return MappingProxyType(dict(value))
+        return FrozenMap(dict(value))
 
     return convert
 
@@ -235,10 +239,10 @@ class _Builder:
                 self.built[kind][name] = readers[kind](name, t)
         origins = {name: self.raw[k][name][0] for k in KINDS for name in self.raw[k]}
         return Catalog(
-            gpus=MappingProxyType(self.built["gpu"]), links=MappingProxyType(self.built["link"]),
-            switches=MappingProxyType(self.built["switch"]), nodes=MappingProxyType(self.built["node"]),
-            defaults=MappingProxyType(defaults), aliases=MappingProxyType(dict(sorted(self.aliases.items()))),
-            origins=MappingProxyType(origins),
+            gpus=FrozenMap(self.built["gpu"]), links=FrozenMap(self.built["link"]),
+            switches=FrozenMap(self.built["switch"]), nodes=FrozenMap(self.built["node"]),
+            defaults=FrozenMap(defaults), aliases=FrozenMap(dict(sorted(self.aliases.items()))),
+            origins=FrozenMap(origins),
         )
 
 

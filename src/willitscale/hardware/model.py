@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from types import MappingProxyType
 
 from willitscale import units
+from willitscale.config import FrozenMap
 from willitscale.errors import ConfigError
 
 __all__ = ["DTYPES", "INTRA_TOPOLOGIES", "LinkKind", "Gpu", "Link", "Switch", "Node", "Cluster"]
@@ -84,7 +84,7 @@ def _physical(obj: object, name: str, value: float, quantity: str) -> None:
 
 
 def _frozen_mapping(obj: object, name: str) -> None:
-    object.__setattr__(obj, name, MappingProxyType(dict(getattr(obj, name))))
+    object.__setattr__(obj, name, FrozenMap(dict(getattr(obj, name))))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,6 +150,12 @@ class Gpu:
         except KeyError:
             raise ConfigError(f"dtype (for GPU {self.name})", dtype,
                               "one of " + ", ".join(self.peak_flops)) from None
+
+    def __repr__(self) -> str:
+        peak = ", ".join(f"{d} {units.format_flop_rate(v)}" for d, v in self.peak_flops.items())
+        return (f"Gpu({self.name!r}: {self.display_name}, {units.format_size(self.memory, binary=True)} "
+                f"{self.memory_type or 'memory'} at {units.format_bandwidth(self.memory_bandwidth)}"
+                f"; dense {peak})")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,6 +226,11 @@ class Link:
         """One-direction bytes/s of one link (one NVLink; the whole slot or port otherwise)."""
         return self.bandwidth / (self.links or 1)
 
+    def __repr__(self) -> str:
+        return (f"Link({self.name!r}: {self.display_name or self.kind.value}, "
+                f"{units.format_bandwidth(self.bandwidth)} one direction, "
+                f"{units.format_time(self.latency)}, efficiency {self.efficiency:g})")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Switch:
@@ -245,6 +256,10 @@ class Switch:
     def bandwidth(self) -> float:
         """One-direction bytes/s through all ports together."""
         return self.ports * self.port_bandwidth
+
+    def __repr__(self) -> str:
+        return (f"Switch({self.name!r}: {self.display_name}, {self.ports} ports x "
+                f"{units.format_bandwidth(self.port_bandwidth)})")
 
     @property
     def duplex_bandwidth(self) -> float:
@@ -361,6 +376,12 @@ class Node:
         return self.intra_link.bandwidth
 
 
+    def __repr__(self) -> str:
+        return (f"Node({self.name!r}: {self.gpus_per_node} x {self.gpu.name}, intra "
+                f"{self.intra_link.name} {units.format_bandwidth(self.intra_link.bandwidth)} "
+                f"({self.intra_topology}), {self.nics} x {self.nic.name} "
+                f"{units.format_bandwidth(self.nic.bandwidth)})")
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cluster:
     """``nodes`` identical nodes on a network. The fabric's topology lives in ``topology/``.
@@ -394,3 +415,12 @@ class Cluster:
     @property
     def gpu(self) -> Gpu:
         return self.node.gpu
+
+    def __repr__(self) -> str:
+        node = self.node
+        shape = f"{self.nodes} x {node.name}"
+        named = f"{self.name!r}: " if self.name and self.name != shape else ""
+        return (f"Cluster({named}{shape} = "
+                f"{self.gpus} x {node.gpu.name}; intra {node.intra_link.name} "
+                f"{units.format_bandwidth(node.intra_link.bandwidth)}, inter {node.nics} x "
+                f"{node.nic.name} {units.format_bandwidth(node.nic.bandwidth)})")

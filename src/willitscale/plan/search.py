@@ -138,6 +138,61 @@ class SearchResult:
     def plans_per_second(self) -> float:
         return self.evaluated / self.seconds if self.seconds > 0 else float("inf")
 
+    def row(self, index: int) -> dict:
+        """Candidate ``index``: its plan, its fate (``reason``: "" when feasible) and, when it
+        was timed, its numbers (NaN otherwise), keys with units as in ``plan --json``."""
+        plan, step = self.batch.plan(index), float(self.step_time[index])
+        peak = self.extra.get("peak", float("nan"))
+        tokens = self.global_batch * self.seq_len
+        return {
+            "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "ep": plan.ep,
+            "zero": plan.zero, "shard_scope": plan.shard_scope, "micro_batch": plan.micro_batch,
+            "grad_accum": plan.grad_accum, "recompute": plan.recompute,
+            "pp_schedule": plan.pp_schedule, "virtual_stages": plan.virtual_stages,
+            "sequence_parallel": plan.sequence_parallel,
+            "reason": REASONS[int(self.reason[index])][0] if self.reason[index] else "",
+            "step_time_s": step, "tokens_per_s": tokens / step,
+            "tflops_per_gpu": float(self.tflops[index]),
+            "hardware_tflops_per_gpu": float(self.hardware_tflops[index]),
+            "mfu": float(self.tflops[index]) * 1e12 / peak,
+            "hfu": float(self.hardware_tflops[index]) * 1e12 / peak,
+            "memory_per_gpu_bytes": float(self.memory[index]),
+            "memory_verdict": ("fits", "tight", "does not fit")[int(self.extra["verdict"][index])]
+            if "verdict" in self.extra and np.isfinite(self.memory[index]) else None,
+            "framework": plan.resolved_framework,
+            "bubble_s": float(self.bubble[index]), "exposed_comms_s": float(self.exposed[index]),
+        }
+
+    def rows(self, *, top: int | None = None, feasible_only: bool = True) -> list[dict]:
+        """:meth:`row` of the ranked plans, fastest first (the first ``top``), or of every
+        candidate in enumeration order (``feasible_only=False``)."""
+        order = self.ranked[:top] if feasible_only else np.arange(len(self.batch))[:top]
+        return [self.row(int(i)) for i in order]
+
+    def to_frame(self, *, top: int | None = None, feasible_only: bool = True):
+        """:meth:`rows` as a pandas DataFrame (needs pandas: ``pip install 'willitscale[frame]'``)."""
+        from willitscale.plan.frames import records_frame
+
+        return records_frame(self.rows(top=top, feasible_only=feasible_only), "SearchResult.to_frame")
+
+    def __repr__(self) -> str:
+        rejected = ", ".join(f"{k} {v}" for k, v in self.rejected().items())
+        best = (f"; best {self.batch.plan(int(self.ranked[0]))!r} at "
+                f"{float(self.step_time[self.ranked[0]]):.4g} s") if self.ranked.size else ""
+        return (f"SearchResult({self.evaluated} plans, {self.ranked.size} feasible"
+                f"{'; rejected: ' + rejected if rejected else ''}{best}"
+                f"{' (interrupted)' if self.interrupted else ''})")
+
+    def _repr_html_(self) -> str:
+        """The ten fastest plans as a table, for notebooks."""
+        from willitscale.estimation.display import html_table
+
+        head = ("tp", "pp", "dp", "cp", "ep", "zero", "micro_batch", "recompute", "step_time_s",
+                "mfu", "memory_per_gpu_bytes")
+        rows = [[f"{r[k]:.4g}" if isinstance(r[k], float) else r[k] for k in head]
+                for r in self.rows(top=10)]
+        return html_table(repr(self), head, rows)
+
 
 def _grid(*arrays):
     mesh = np.meshgrid(*arrays, indexing="ij")
@@ -282,7 +337,8 @@ def search(scenario, *, gpus: int, global_batch: int, space: SearchSpace = Searc
                         exposed=out["exposed"], compute=out["compute"], ranked=ranked, capacity=capacity,
                         seconds=time.perf_counter() - start, interrupted=interrupted,
                         global_batch=global_batch, seq_len=scenario.seq_len,
-                        extra={"memory_fraction": space.memory_fraction, "verdict": verdict})
+                        extra={"memory_fraction": space.memory_fraction, "verdict": verdict,
+                               "peak": ctx.peak})
 
 
 #: the public name of :func:`search`

@@ -60,6 +60,10 @@ class ReportContents:
     what_ifs: tuple[tuple[str, Any], ...] = ()
     sweep_note: str = ""  #: how the sweep's scenarios differ from the one asked about
 
+    def __repr__(self) -> str:
+        return (f"ReportContents({self.title!r}: {self.estimate!r}; sweep of {len(self.sweep)}, "
+                f"{len(self.what_ifs)} what-ifs, {len(self.plans)} plans)")
+
     @property
     def efficiency(self) -> float | None:
         """Scaling efficiency against one node (tokens/s per GPU), None without a baseline."""

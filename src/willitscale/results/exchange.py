@@ -3,7 +3,7 @@
 One record per measured row: ``run_id, kind, started_at, label``, the row's own fields (the
 names :mod:`willitscale.results.records` writes: ``size_bytes``, ``busbw_GBps``, ...), then what
 it takes to rebuild the run elsewhere: ``run_status, run_finished_at, run_host, run_pid,
-run_reason`` on every record, and ``run_options``, ``run_environment`` on the first record of
+run_reason, run_source`` on every record, and ``run_options``, ``run_environment`` on the first record of
 each run only (an environment is a few kB per host: repeated on every row it would make a
 1000-row sweep of a large cluster a file of hundreds of MB). In CSV, those two are JSON text.
 Runs without rows are not exported (there is nothing in them to compare).
@@ -34,7 +34,7 @@ __all__ = ["export_records", "csv_text", "json_text", "Problem", "ExportedRuns",
 
 #: the run's fields in every record (the first four as exports before them had them)
 HEAD = ("run_id", "kind", "started_at", "label")
-TAIL = ("run_status", "run_finished_at", "run_host", "run_pid", "run_reason")
+TAIL = ("run_status", "run_finished_at", "run_host", "run_pid", "run_reason", "run_source")
 #: on the first record of each run only
 FIRST = ("run_options", "run_environment")
 RUN_FIELDS = frozenset(HEAD + TAIL + FIRST)
@@ -50,7 +50,7 @@ def export_records(runs: Sequence[StoredRun]) -> list[dict[str, Any]]:
                 "run_id": info.id, "kind": info.kind, "started_at": info.started_at,
                 "label": info.label, **plain(row), "run_status": info.status,
                 "run_finished_at": info.finished_at, "run_host": info.host, "run_pid": info.pid,
-                "run_reason": info.reason,
+                "run_reason": info.reason, "run_source": info.source,
                 "run_options": plain(info.options) if i == 0 else None,
                 "run_environment": plain(info.environment) if i == 0 else None})
     return records
@@ -257,7 +257,8 @@ def _run_of(record: Mapping[str, Any]) -> dict[str, Any]:
     return {"id": run_id, "kind": kind, "started_at": str(started), "finished_at": finished,
             "status": status, "label": str(record.get("label") or ""),
             "host": str(record.get("run_host") or ""), "pid": pid,
-            "reason": str(record.get("run_reason") or "")}
+            "reason": str(record.get("run_reason") or ""),
+            "source": str(record.get("run_source") or "")}
 
 
 def _runs(records: list[tuple[int, dict]], problems: list[Problem], name: str, *,

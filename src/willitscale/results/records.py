@@ -38,6 +38,9 @@ class CollectiveRow:
     ranks: int
     time: float  #: seconds per op, reduced across ranks
     wrong: int  #: elements that failed the exact correctness check, summed over ranks
+    #: whether ``wrong`` was counted: False for imported nccl-tests rows printed ``N/A``
+    #: (``-c 0``) or with an old ``error`` magnitude (then ``wrong`` is 0)
+    checked: bool = True
 
     @property
     def algbw(self) -> float:
@@ -58,7 +61,7 @@ class CollectiveRow:
             "type": self.dtype, "redop": self.redop, "root": self.root,
             "in_place": self.in_place, "ranks": self.ranks,
             "time_us": self.time / US, "algbw_GBps": self.algbw / GB,
-            "busbw_GBps": self.busbw / GB, "wrong": self.wrong,
+            "busbw_GBps": self.busbw / GB, "wrong": self.wrong, "checked": self.checked,
         }
 
     @classmethod
@@ -66,7 +69,8 @@ class CollectiveRow:
         return cls(op=Op(data["op"]), size_bytes=int(data["size_bytes"]), count=int(data["count"]),
                    dtype=data["type"], redop=data["redop"], root=int(data["root"]),
                    in_place=bool(data["in_place"]), ranks=int(data["ranks"]),
-                   time=float(data["time_us"]) * US, wrong=int(data["wrong"]))
+                   time=float(data["time_us"]) * US, wrong=int(data["wrong"]),
+                   checked=bool(data.get("checked", True)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -64,9 +64,9 @@ def _readable(db: sqlite3.Connection, table: str, columns: str) -> Iterator[tupl
             yield row
 
 
-def _has_reason(db: sqlite3.Connection) -> bool:
+def _has_column(db: sqlite3.Connection, name: str) -> bool:
     try:
-        return any(col[1] == "reason" for col in db.execute("PRAGMA table_info(runs)"))
+        return any(col[1] == name for col in db.execute("PRAGMA table_info(runs)"))
     except sqlite3.DatabaseError:
         return False
 
@@ -79,9 +79,10 @@ def _parsed(parse: Callable[[], Any]) -> Any:
 
 
 def _runs(db: sqlite3.Connection) -> tuple[dict[int, dict], int]:
-    columns = ", ".join(_RUN_COLUMNS) + (", reason" if _has_reason(db) else ", ''")
+    columns = ", ".join(_RUN_COLUMNS) + "".join(
+        f", {name}" if _has_column(db, name) else ", ''" for name in ("reason", "source"))
     runs: dict[int, dict] = {}
-    for rid, kind, started, finished, status, label, options, env, host, pid, reason in \
+    for rid, kind, started, finished, status, label, options, env, host, pid, reason, source in \
             _readable(db, "runs", columns):
         options, env = _parsed(lambda: json.loads(options)), _parsed(lambda: json.loads(env))
         if not isinstance(options, dict) or not isinstance(env, dict) or status not in STATUSES:
@@ -90,7 +91,7 @@ def _runs(db: sqlite3.Connection) -> tuple[dict[int, dict], int]:
                      # nobody writes to a damaged store any more: a "running" run was cut short
                      "status": "killed" if status == "running" else status, "label": label,
                      "options": frozen(options), "environment": frozen(env), "host": host,
-                     "pid": pid, "reason": reason or ""}
+                     "pid": pid, "reason": reason or "", "source": source or ""}
     return runs, max(_largest_id(db, "runs"), max(runs, default=0)) - len(runs)
 
 

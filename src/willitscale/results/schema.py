@@ -74,10 +74,19 @@ def _add_run_reason(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN reason TEXT NOT NULL DEFAULT ''")
 
 
+def _add_run_source(db: sqlite3.Connection) -> None:
+    db.execute("ALTER TABLE runs ADD COLUMN source TEXT NOT NULL DEFAULT ''")
+
+
 #: every migration, oldest first; ``to`` counts up from 2 with no gaps (a test checks it)
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(to=2, adds="runs.reason: why a run failed or stopped (which rank, which signal)",
               apply=_add_run_reason),
+    # version 3 also brings runs of kind "trace" (torch.profiler traces): a release that reads
+    # version 2 would not know their rows, so it must refuse such a store, which it does
+    Migration(to=3, adds="runs.source: the file an imported run was read from (an nccl-tests "
+                         "log, a profiler trace: format, name, SHA-256); '' for runs measured "
+                         "by willitscale bench", apply=_add_run_source),
 )
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

@@ -258,18 +258,19 @@ class Store:
 
     def add_run(self, *, kind: str, started_at: str, finished_at: str | None, status: str,
                 label: str, options: Mapping[str, Any], environment: Mapping[str, Any],
-                host: str, pid: int, reason: str = "",
+                host: str, pid: int, reason: str = "", source: str = "",
                 rows: list[tuple[int, Mapping[str, Any]]] | None = None) -> int:
-        """Insert one run, and its ``(seq, row)`` pairs, in one transaction; returns its id."""
+        """Insert one run, and its ``(seq, row)`` pairs, in one transaction; returns its id.
+        ``source``: the file an imported run was read from (see :attr:`RunInfo.source`)."""
         if status not in STATUSES:
             raise ConfigError("status", status, "one of " + ", ".join(STATUSES))
         with self._guard(f"storing a {kind} run"), self._write():
             cur = self._db.execute(
                 "INSERT INTO runs (kind, started_at, finished_at, status, label, options,"
-                " environment, host, pid, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " environment, host, pid, reason, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (kind, started_at, finished_at, status, label,
                  json.dumps(plain(options), allow_nan=False),
-                 json.dumps(plain(environment), allow_nan=False), host, int(pid), reason))
+                 json.dumps(plain(environment), allow_nan=False), host, int(pid), reason, source))
             new_id = int(cur.lastrowid)
             self._db.executemany(
                 "INSERT INTO rows (run_id, seq, data) VALUES (?, ?, ?)",
@@ -313,7 +314,8 @@ class Store:
                                   finished_at=info.finished_at, status=info.status,
                                   label=info.label, options=info.options,
                                   environment=info.environment, host=info.host, pid=info.pid,
-                                  reason=info.reason, rows=list(enumerate(run.rows)))
+                                  reason=info.reason, source=info.source,
+                                  rows=list(enumerate(run.rows)))
             present.add(key)
             out.append((info.id, new_id, ""))
         return sorted(out, key=lambda r: r[0])
@@ -321,16 +323,17 @@ class Store:
     # -- reading -------------------------------------------------------------------------
 
     def _info(self, row: tuple) -> RunInfo:
-        rid, kind, started, finished, status, label, options, env, host, pid, reason, nrows = row
+        rid, kind, started, finished, status, label, options, env, host, pid, reason, source, \
+            nrows = row
         if status == "running" and host == socket.gethostname() and not pid_alive(pid):
             status = "killed"
         return RunInfo(id=rid, kind=kind, started_at=started, finished_at=finished, status=status,
                        label=label, options=frozen(json.loads(options)),
                        environment=frozen(json.loads(env)), host=host, pid=pid, rows=nrows,
-                       reason=reason)
+                       reason=reason, source=source)
 
     _RUN_COLUMNS = ("r.id, r.kind, r.started_at, r.finished_at, r.status, r.label, r.options, "
-                    "r.environment, r.host, r.pid, r.reason, "
+                    "r.environment, r.host, r.pid, r.reason, r.source, "
                     "(SELECT COUNT(*) FROM rows w WHERE w.run_id = r.id)")
 
     def runs(self, *, kind: str | None = None, limit: int | None = None) -> list[RunInfo]:
@@ -364,6 +367,12 @@ class Store:
                 "SELECT data FROM rows WHERE run_id = ? ORDER BY seq", (info.id,)).fetchall())
         return StoredRun(info=info, rows=rows)
 
+    def run_from_source(self, source: str) -> int | None:
+        """The id of the run imported from ``source`` (see :attr:`RunInfo.source`), or None."""
+        with self._guard("reading the runs"):
+            row = self._db.execute("SELECT MIN(id) FROM runs WHERE source = ?", (source,)).fetchone()
+        return row[0] if row else None
+
     def latest_run_id(self, *, kind: str | None = None) -> int:
         runs = self.runs(kind=kind, limit=1)
         if not runs:
@@ -387,7 +396,7 @@ class Store:
 
 def _identity(info: RunInfo) -> tuple:
     """What makes two stored runs the same measurement (for imports: never twice)."""
-    return (info.kind, info.host, info.pid, info.started_at, info.label, info.rows)
+    return (info.kind, info.host, info.pid, info.started_at, info.label, info.rows, info.source)
 
 
 #: The public name (``willitscale.ResultsStore``).

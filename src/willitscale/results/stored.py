@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
+
+from willitscale.config import FrozenMap
 
 __all__ = ["RunInfo", "StoredRun", "StoredCalibration", "STATUSES", "plain", "frozen"]
 
@@ -26,7 +27,7 @@ def plain(obj: Any) -> Any:
 def frozen(obj: Any) -> Any:
     """Read-only mappings and tuples from parsed JSON."""
     if isinstance(obj, dict):
-        return MappingProxyType({k: frozen(v) for k, v in obj.items()})
+        return FrozenMap({k: frozen(v) for k, v in obj.items()})
     if isinstance(obj, list):
         return tuple(frozen(v) for v in obj)
     return obj
@@ -50,11 +51,14 @@ class RunInfo:
     #: why it failed or stopped early ("rank 1 (host a, pid 7) was killed by SIGKILL"); "" if
     #: it did not, or was stored before the store kept reasons (schema version 1)
     reason: str = ""
+    #: the file an imported run was read from ("nccl-tests text all_reduce.log sha256:... section
+    #: 1"); "" for a run measured by ``willitscale bench``, or stored before schema version 3
+    source: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "started_at": self.started_at,
                 "finished_at": self.finished_at, "status": self.status, "label": self.label,
-                "reason": self.reason, "rows": self.rows, "host": self.host, "pid": self.pid,
+                "reason": self.reason, "source": self.source, "rows": self.rows, "host": self.host, "pid": self.pid,
                 "options": plain(self.options), "environment": plain(self.environment)}
 
 

@@ -46,6 +46,11 @@ class PlanBatch:
     def __len__(self) -> int:
         return int(self.dp.shape[0])
 
+    def __repr__(self) -> str:
+        n = len(self)
+        gpus = sorted(set(np.unique(self.gpus).tolist())) if n else []
+        return f"PlanBatch({n} plans on {', '.join(map(str, gpus[:4]))}{' ...' if len(gpus) > 4 else ''} GPUs)"
+
     @classmethod
     def from_plans(cls, plans) -> PlanBatch:
         plans = list(plans)

@@ -15,7 +15,7 @@ The batch arithmetic, for ``dp`` data-parallel replicas::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from willitscale.errors import ConfigError
 from willitscale.memory.frameworks import (
@@ -107,6 +107,12 @@ class Plan:
             return self.framework
         mp = self.tp > 1 or self.pp > 1 or self.cp > 1 or self.ep > 1
         return FRAMEWORKS[int(implied_framework(self.zero, mp))]
+
+    def __repr__(self) -> str:
+        """The fields that differ from their defaults (``dp`` always): ``eval`` gives it back."""
+        shown = {f.name: getattr(self, f.name) for f in fields(self)
+                 if f.name == "dp" or getattr(self, f.name) != f.default}
+        return "Plan(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
     @property
     def gpus(self) -> int:

@@ -189,3 +189,8 @@ class Scenario:
     def tokens_per_step(self) -> int:
         """Tokens in one optimizer step over all replicas."""
         return self.plan.global_batch * self.seq_len
+
+    def __repr__(self) -> str:
+        what = self.model.name if self.model is not None else f"{self.params:.3g} parameters"
+        return (f"Scenario({self.name + ': ' if self.name else ''}{what} on {self.cluster!r}, "
+                f"{self.plan!r}, seq_len {self.seq_len}, {self.dtype})")

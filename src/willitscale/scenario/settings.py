@@ -41,6 +41,8 @@ from typing import Any
 
 from willitscale.config import Table, load_toml
 from willitscale.errors import ConfigError
+from willitscale.scenario.megatron import is_megatron, megatron_settings
+from willitscale.scenario.torchtitan import is_torchtitan, torchtitan_settings
 from willitscale.units import parse_bandwidth, parse_count, parse_size, parse_time
 
 __all__ = ["SETTINGS", "load_settings", "merge_settings", "parse_setting"]
@@ -203,7 +205,14 @@ def parse_setting(name: str, value: Any, *, field: str | None = None) -> Any:
 def load_settings(path: str | Path) -> dict[str, Any]:
     """The settings in a scenario TOML file; unknown keys are an error naming the closest key."""
     path = Path(path)
-    root = Table(load_toml(path), str(path))
+    if path.suffix.lower() != ".toml" and path.is_file():
+        text = path.read_text(errors="replace")
+        if is_megatron(text):  # a Megatron-LM command line (a launch script)
+            return megatron_settings(text, str(path))
+    data = load_toml(path)
+    if is_torchtitan(data):  # a torchtitan job file: its plan and training settings
+        return torchtitan_settings(data, str(path))
+    root = Table(data, str(path))
     out: dict[str, Any] = {}
     tables: dict[str, list[str]] = {}
     for name, (table, _) in SETTINGS.items():

@@ -157,6 +157,13 @@ class BatchResult:
     traffic: dict = field(default_factory=dict)  #: kind -> per-step dict of arrays
     detail: dict = field(default_factory=dict)  #: single-plan extras for reports
 
+    def __repr__(self) -> str:
+        step = np.asarray(self.step_time, dtype=float).reshape(-1)
+        if step.size == 1:
+            return f"BatchResult(1 plan: step {step[0]:.4g} s)"
+        return (f"BatchResult({step.size} plans: step {np.nanmin(step):.4g} to "
+                f"{np.nanmax(step):.4g} s)" if np.isfinite(step).any() else f"BatchResult({step.size} plans)")
+
     @property
     def memory_per_gpu(self) -> np.ndarray:
         return pick(self.memory.total, self.memory_column)

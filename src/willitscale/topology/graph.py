@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
+from willitscale.config import FrozenMap
 from willitscale.errors import ConfigError
 
 __all__ = ["VertexKind", "Topology", "TopologyBuilder"]
@@ -62,7 +62,7 @@ class Topology:
         for name in ("vertex_kind", "link_src", "link_dst", "link_capacity", "link_latency",
                      "link_tier", "gpu_vertex", "gpu_node", "gpu_local"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
-        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+        object.__setattr__(self, "params", FrozenMap(dict(self.params)))
         if np.any(self.link_capacity <= 0):
             raise ConfigError("link capacity", float(self.link_capacity.min()), "a bandwidth > 0")
         if np.any(self.link_latency < 0):
@@ -89,6 +89,12 @@ class Topology:
     @property
     def switches(self) -> int:
         return int(np.count_nonzero(self.vertex_kind == VertexKind.SWITCH))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in list(self.params.items())[:6])
+        more = f", +{len(self.params) - 6} more" if len(self.params) > 6 else ""
+        return (f"Topology({self.kind!r}: {self.gpus} GPUs on {self.nodes} nodes, "
+                f"{self.switches} switches, {self.links} directed links; {shown}{more})")
 
     def link_name(self, link: int) -> str:
         return f"{self.vertex_names[self.link_src[link]]}->{self.vertex_names[self.link_dst[link]]}"

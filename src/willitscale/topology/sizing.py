@@ -44,8 +44,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
+from willitscale.config import FrozenMap
 from willitscale.errors import ConfigError
 
 __all__ = ["ClusterSize", "leaf_ports", "uplinks", "max_cluster", "max_clusters", "SIZING_KINDS"]
@@ -66,7 +66,7 @@ class ClusterSize:
     layout: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "layout", MappingProxyType(dict(self.layout)))
+        object.__setattr__(self, "layout", FrozenMap(dict(self.layout)))
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "gpus": self.gpus, "switches": self.switches, "how": self.how,

@@ -7,9 +7,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
+from willitscale.config import FrozenMap
 from willitscale.errors import ConfigError, UnknownNameError
 from willitscale.topology import TOPOLOGY_KINDS
 from willitscale.topology.graph import Topology
@@ -53,7 +53,7 @@ class TopologySpec:
         if extra:
             raise ConfigError(f"{kind} topology: option(s) {', '.join(sorted(extra))} do not apply; "
                               f"it takes {', '.join(KIND_PARAMS[kind])}")
-        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+        object.__setattr__(self, "params", FrozenMap(dict(self.params)))
 
     def build(self) -> Topology:
         params = dict(self.params)

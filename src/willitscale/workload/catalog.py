@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -24,6 +25,7 @@ from types import MappingProxyType
 from willitscale.config import Table, load_toml
 from willitscale.errors import ConfigError, UnknownNameError
 from willitscale.workload.hf import load_hf_config
+from willitscale.workload.hfcache import MODEL_ID, cached_config, hub_cache
 from willitscale.workload.transformer import (
     IMPLEMENTATIONS,
     NORMS,
@@ -137,9 +139,22 @@ def get_model(name_or_path: str | Path | Transformer) -> Transformer:
         return models[key]
     if key in aliases:
         return models[aliases[key]]
+    if (not isinstance(name_or_path, Path) and MODEL_ID.match(text) and not Path(text).exists()
+            and not text.endswith((".json", ".toml"))):  # a missing file is "no such file"
+        return _from_hub_cache(text)
     if isinstance(name_or_path, Path) or _looks_like_path(text):
         return _load_path(Path(text).expanduser())
     raise UnknownNameError("model", text, [*models, *aliases])
+
+
+def _from_hub_cache(model_id: str) -> Transformer:
+    """A Hub model id from the local Hugging Face cache, named by its id (no network)."""
+    config = cached_config(model_id)
+    if config is None:
+        raise ConfigError("model", model_id, f"a catalog name, a config.json path, or a Hub id in "
+                          f"the local Hugging Face cache ({hub_cache()}), which does not hold "
+                          f"it: `huggingface-cli download {model_id} config.json` fetches it")
+    return replace(load_hf_config(config), name=model_id)
 
 
 def _is_model_file(path: Path) -> bool:

@@ -180,6 +180,15 @@ class TrainingFlops:
         """Executed FLOPs of one sequence of ``seq_len`` tokens."""
         return float_or_array(np.asarray(self.hardware_per_token) * np.asarray(self.seq_len))
 
+    def __repr__(self) -> str:
+        def shown(value) -> str:
+            return f"{float(value):.4g}" if np.ndim(value) == 0 else f"<{np.size(value)} values>"
+
+        return (f"TrainingFlops(per token: model {shown(self.model_per_token)}, executed "
+                f"{shown(self.hardware_per_token)}, forward {shown(self.forward_per_token)}; "
+                f"seq_len {shown(self.seq_len)}, {self.layers} layers, recompute "
+                f"{self.recompute if np.ndim(self.recompute) == 0 else '<several>'})")
+
 
 def rerun_flops(layer: LayerFlops, rerun: str):
     """Forward FLOPs per token one layer reruns under a rerun set: the whole layer (full), the

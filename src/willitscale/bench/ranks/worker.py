@@ -19,6 +19,7 @@ file) stops the run with the store's own message; every row committed before is 
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Mapping
@@ -53,10 +54,11 @@ class Job:
     label: str = ""
     store: bool = True
     plot: str = ""  #: folder rank 0 draws the figures into (collectives: busbw vs size)
+    format: str = "table"  #: how rank 0 prints the rows: "table", or "nccl-tests" (collectives)
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "options": self.options.to_json(), "json": self.json,
-                "label": self.label, "store": self.store, "plot": self.plot}
+                "label": self.label, "store": self.store, "plot": self.plot, "format": self.format}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Job:
@@ -65,7 +67,8 @@ class Job:
             raise ConfigError("kind", kind, "one of " + ", ".join(OPTION_TYPES))
         return cls(kind=kind, options=OPTION_TYPES[kind].from_json(data["options"]),
                    json=bool(data.get("json")), label=str(data.get("label", "")),
-                   store=bool(data.get("store", True)), plot=str(data.get("plot") or ""))
+                   store=bool(data.get("store", True)), plot=str(data.get("plot") or ""),
+                   format=str(data.get("format") or "table"))
 
 
 @dataclass(slots=True, kw_only=True)
@@ -130,7 +133,8 @@ def _lost_peers(exc: BaseException, ctx, doing: str) -> BenchmarkError | None:
 
 def _environment(ctx) -> dict[str, Any]:
     facts = {"host": host_facts() if ctx.local_rank == 0 else {"node": node_id()},
-             "torch": torch_facts(ctx.torch, ctx.backend), "local_rank": ctx.local_rank}
+             "torch": torch_facts(ctx.torch, ctx.backend), "local_rank": ctx.local_rank,
+             "pid": os.getpid()}
     everyone = ctx.gather_objects(facts)
     devices = ctx.gather_objects(ctx.device_name)
     return summarize_environment(everyone, backend=ctx.backend, device_names=devices)

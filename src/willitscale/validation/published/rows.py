@@ -58,6 +58,10 @@ class PublishedRun:
     compiled: bool = False  #: torch.compile (kernel fusion) used
     flops_convention: str = ""
 
+    def __repr__(self) -> str:
+        return (f"PublishedRun({self.id!r}: {self.metric} = {self.published:g}, {self.side} row, "
+                f"{self.source[:60]!r})")
+
     def __post_init__(self) -> None:
         where = f"published run {self.id}"
         if self.side not in SIDES:

@@ -1,0 +1,101 @@
+"""A torch.profiler trace of a real 2-rank Gloo DDP step, recorded here, imports with its
+all-reduce sizes equal to DDP's gradient buckets (issue 16's acceptance)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from willitscale.cli.main import main
+from willitscale.results.kineto import read_trace
+
+pytestmark = pytest.mark.distributed
+
+#: Linear(256 -> 1024), ReLU, Linear(1024 -> 4096); DDP bucket_cap 0.5 MB, first bucket 1 MiB
+#: (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES). After the first step DDP rebuilds its
+#: buckets in the order gradients became ready (last layer first) and closes a bucket once it
+#: reaches its cap: [bias2 4096 + weight2 4096x1024] = 4,198,400 floats >= 2^20 B / 4 -> one
+#: bucket; [bias1 1024 + weight1 1024x256] = 263,168 floats >= 0.5 MB / 4 -> the next. In bytes
+#: (fp32), smallest first:
+BUCKETS = [263_168 * 4, 4_198_400 * 4]  # 1,052,672 and 16,793,600
+
+PROGRAM = r'''
+import json, os, socket, sys
+import torch, torch.distributed as dist, torch.multiprocessing as mp
+from torch.profiler import ProfilerActivity, profile, schedule
+
+def work(rank, port, out):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 4096))
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.5)
+    opt = torch.optim.AdamW(ddp.parameters())
+    x = torch.randn(8, 256)
+    trace = lambda p: p.export_chrome_trace(f"{out}/rank{rank}.json")
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                 schedule=schedule(wait=1, warmup=1, active=2), on_trace_ready=trace) as prof:
+        for _ in range(4):
+            ddp(x).square().mean().backward(); opt.step(); opt.zero_grad(); prof.step()
+    if rank == 0:
+        data = ddp._get_ddp_logging_data()
+        with open(f"{out}/ddp.json", "w") as f:
+            json.dump({"rebuilt_bucket_sizes": data.get("rebuilt_bucket_sizes")}, f)
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    mp.spawn(work, args=(port, sys.argv[1]), nprocs=2)
+'''
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ddp-trace")
+    (out / "record.py").write_text(PROGRAM)
+    subprocess.run([sys.executable, str(out / "record.py"), str(out)], check=True, timeout=300,
+                   capture_output=True)
+    return out
+
+
+def test_ddp_trace_all_reduces_are_the_gradient_buckets(recorded):
+    ddp = json.loads((recorded / "ddp.json").read_text())
+    assert sorted(int(b) for b in ddp["rebuilt_bucket_sizes"].split(",")) == BUCKETS  # DDP's record
+    for rank in (0, 1):
+        summary = read_trace(json.loads((recorded / f"rank{rank}.json").read_text()), "t")
+        assert summary.backend == "gloo" and summary.rank == rank and summary.world_size == 2
+        assert [s.name for s in summary.steps] == ["ProfilerStep#2", "ProfilerStep#3"]
+        for index in (0, 1):
+            sizes = sorted(c.size_bytes for c in summary.collectives
+                           if c.step == index and c.op.value == "all_reduce")
+            assert sizes == BUCKETS
+        for step in summary.steps:
+            assert 0 <= step.overlap <= step.comms <= step.duration
+            assert step.compute["gemm"] > 0 and step.compute["optimizer"] > 0
+            assert sum(step.compute.values()) <= step.duration
+
+
+def test_ddp_trace_stores_a_run_that_calibrate_fits_and_validate_compares(recorded, tmp_path,
+                                                                         monkeypatch, capsys):
+    monkeypatch.setenv("WILLITSCALE_HOME", str(tmp_path))
+    assert main(["trace", "import", str(recorded / "rank0.json"), "--json"]) == 0
+    stored = json.loads(capsys.readouterr().out)["traces"][0]["stored"]
+    assert [s["ranks"] for s in stored] == [2] and stored[0]["rows"] == 4  # 2 buckets x 2 steps
+    code = main(["calibrate", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    fitted = json.loads(captured.out)
+    assert "intra_node" in json.dumps(fitted)
+    # validate: each traced all-reduce, its measured time (the trace's duration) beside the
+    # calibrated prediction
+    summary = read_trace(json.loads((recorded / "rank0.json").read_text()), "t")
+    traced = sorted((c.size_bytes, c.duration) for c in summary.collectives if c.size_bytes)
+    code = main(["validate", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    rows = json.loads(captured.out)["rows"]
+    assert sorted((r["size_bytes"], r["measured_s"]) for r in rows) == traced
+    assert all(r["predicted_s"] > 0 for r in rows)
