@@ -1,7 +1,8 @@
 """The one error hierarchy. Everything a user can cause derives from :class:`WillItScaleError`.
 
 The CLI prints ``error: <message>`` for these and exits with status 2 (1 for
-:class:`Infeasible`, which is a verdict rather than a mistake); it never shows a traceback.
+:class:`Infeasible`, which is a verdict rather than a mistake, and for :class:`StoreError`, a
+problem of the machine rather than of the input); it never shows a traceback.
 ``assert`` is reserved for internal invariants.
 
 ::
@@ -11,6 +12,7 @@ The CLI prints ``error: <message>`` for these and exits with status 2 (1 for
     │   └── UnknownNameError   a catalog name that does not exist, with the closest ones
     ├── Infeasible             a valid question whose answer is "cannot": out of memory, ...
     ├── BenchmarkError         a measurement could not be taken or is wrong
+    ├── StoreError             the results store cannot be read or written (exit 1)
     └── MissingDependency      an optional extra (torch, matplotlib, ...) is not installed
 """
 
@@ -20,13 +22,29 @@ import difflib
 from collections.abc import Iterable
 
 __all__ = [
+    "shown_value",
     "WillItScaleError",
     "ConfigError",
     "UnknownNameError",
     "Infeasible",
     "BenchmarkError",
+    "StoreError",
     "MissingDependency",
 ]
+
+
+#: longest value an error message repeats whole; a longer one is cut and its length given
+SHOWN_CHARS = 80
+
+
+def shown_value(value: object) -> str:
+    """``repr(value)``, cut to :data:`SHOWN_CHARS` with the full length said (a pasted
+    5,000-character name must not become a 5,000-character message)."""
+    text = repr(value)
+    if len(text) <= SHOWN_CHARS:
+        return text
+    length = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters as text"
+    return f"{text[:SHOWN_CHARS - 20]}... ({length})"
 
 
 class WillItScaleError(Exception):
@@ -47,7 +65,7 @@ class ConfigError(WillItScaleError):
             message = field_or_message
         else:
             self.field, self.value, self.expected = field_or_message, value, expected
-            message = f"{field_or_message} = {value!r} is not valid"
+            message = f"{field_or_message} = {shown_value(value)} is not valid"
             if expected:
                 message += f": expected {expected}"
         super().__init__(message)
@@ -70,7 +88,7 @@ class UnknownNameError(ConfigError):
             shown = ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
             plural = kind[:-1] + "ies" if kind.endswith("y") else kind + "s"  # entry -> entries
             hint = f"known {plural}: {shown}"
-        super().__init__(f"unknown {kind} {name!r}: {hint}")
+        super().__init__(f"unknown {kind} {shown_value(name)}: {hint}")
 
 
 class Infeasible(WillItScaleError):
@@ -90,6 +108,13 @@ class Infeasible(WillItScaleError):
 
 class BenchmarkError(WillItScaleError):
     """A benchmark could not run, or measured something that fails its correctness check."""
+
+
+class StoreError(WillItScaleError):
+    """The results store cannot be read or written: damaged, written by a newer release, a full
+    disk, a lock held too long. An environment problem, not bad input: exit status 1."""
+
+    exit_code = 1
 
 
 class MissingDependency(WillItScaleError):

@@ -93,11 +93,13 @@ def _checked(num: float, field: str, value: object, quantity: str, expected: str
 
 
 def parse_size(value: str | float | int, *, field: str = "size", unit_required: bool = False,
-               positive: bool = False) -> float:
+               positive: bool = False, bits: bool = True) -> float:
     """Bytes from ``"80GiB"``, ``"1.4GB"``, ``"97.5 MB"``, ``"2560Gb"`` (bits) or a bare byte count.
 
     ``unit_required``: a bare non-zero number in a string (``"80"``, from a flag whose name does
-    not say bytes) is an error, not 80 bytes: ``--gpu-memory 80`` means 80 GB to its writer."""
+    not say bytes) is an error, not 80 bytes: ``--gpu-memory 80`` means 80 GB to its writer.
+    ``bits=False`` (memory capacities): a size in bits (``"80Gb"``) is refused, not read as
+    10 GB: nobody sizes memory in bits, so a lowercase b there is a typo for B."""
     expected = "a size such as 1.4GB, 80GiB, 512MiB or a number of bytes"
     text = _text_of(value, field, expected)
     if unit_required and isinstance(value, str) and _is_number(text) and not _is_zero(text):
@@ -109,6 +111,10 @@ def parse_size(value: str | float | int, *, field: str = "size", unit_required: 
     num = float(m["num"]) * _scale(m["prefix"] or "")
     unit = m["unit"] or "B"
     if unit.startswith("b"):  # b, bit, bits
+        if not bits:
+            raise ConfigError(field, value, f"a size in bytes such as {m['num']}{m['prefix'] or ''}B "
+                                            f"or {m['num']}{m['prefix'] or ''}iB: {text} would be "
+                                            f"bits ({format_size(num / BITS_PER_BYTE)})")
         num /= BITS_PER_BYTE
     return _checked(num, field, value, "a size", expected, positive)
 

@@ -43,9 +43,10 @@ def emulation_available():
 
 @pytest.fixture(autouse=True)
 def _collective_timeout(monkeypatch):
-    """A rank stuck in a collective fails the test in minutes, not after torch's 30 minutes
-    (WILLITSCALE_TIMEOUT_S, inherited by the nodes' commands). The slowest op here, 4 MB over a
-    100 Mbit/s uplink, takes 0.3 s; a rank waiting for its peers to start, seconds."""
+    """A rank stuck in a collective fails the test in 5 minutes: the launchers' progress
+    timeout (WILLITSCALE_TIMEOUT_S, inherited by the nodes' commands), set here so that a
+    larger value in the environment of the test run cannot lengthen it. The slowest op here,
+    4 MB over a 100 Mbit/s uplink, takes 0.3 s; a rank waiting for its peers to start, seconds."""
     from willitscale.bench.dist import TIMEOUT_ENV
 
     monkeypatch.setenv(TIMEOUT_ENV, "300")

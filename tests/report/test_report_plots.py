@@ -234,3 +234,75 @@ def test_requirements_chart_keeps_every_row_on_the_link_that_limits_it():
 
     assert drawn(intra) == ([1], [300.0], 252.0)
     assert drawn(inter) == ([2, 4], [900.0, 1000.0], 800.0)
+
+
+def _rendered(chart):
+    """The figure drawn once (so extents are final) and its renderer."""
+    fig = chart.figure
+    fig.canvas.draw()
+    return fig, fig.canvas.get_renderer()
+
+
+def _overlaps(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def test_busbw_of_a_slow_link_is_drawn_in_its_own_unit_with_the_sweeps_sizes():
+    from willitscale.report.plots.measurements import busbw_vs_size
+
+    # an emulated 200 Mbit/s link: ~24 MB/s busbw, swept 1 MB .. 16 MB by factors of 2
+    sizes = [1e6 * 2**k for k in range(5)]
+    chart = busbw_vs_size({"all_reduce, 2 ranks": (sizes, [20e6, 22e6, 23e6, 23.5e6, 24e6])},
+                          {"all_reduce": (sizes, [19e6, 22e6, 23e6, 24e6, 24e6])})
+    fig, renderer = _rendered(chart)
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "bus bandwidth (MB/s)"  # not a 0.000-0.020 GB/s axis
+    assert ax.get_ylim()[1] > 24  # the highest point (24 MB/s) is inside, not on the edge
+    ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert ticks == ["1 MB", "2 MB", "4 MB", "8 MB", "16 MB"]  # decimal sweep, decimal ticks
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert not _overlaps(legend, ax.get_window_extent(renderer))  # never over the data
+
+
+def test_a_powers_of_two_sweep_keeps_binary_ticks():
+    from willitscale.report.plots.measurements import busbw_vs_size
+
+    sizes = [2.0**k for k in range(20, 31)]  # 1 MiB .. 1 GiB
+    chart = busbw_vs_size({"all_reduce": (sizes, [100e9] * len(sizes))})
+    fig, _ = _rendered(chart)
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()]
+    assert "1 MiB" in ticks and "1 GiB" in ticks
+    assert fig.axes[0].get_ylabel() == "bus bandwidth (GB/s)"
+
+
+def test_predicted_vs_measured_legend_stays_off_the_points():
+    from willitscale.report.plots.measurements import predicted_vs_measured
+
+    chart = predicted_vs_measured([0.1, 0.2, 0.5, 1.0], [0.11, 0.19, 0.55, 2.13],
+                                  in_sample=[True, True, False, False])
+    fig, renderer = _rendered(chart)
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert not _overlaps(legend, fig.axes[0].get_window_extent(renderer))
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
+    assert "0.2" in labels and not any("e-" in x for x in labels)
+
+
+def test_a_one_panel_requirements_legend_fits_in_the_figure():
+    from willitscale.report.plots.requirements import bandwidth_requirements
+
+    chart = bandwidth_requirements([4, 8, 16], {"1.56B parameters": [600.0, 610.0, 615.0]},
+                                   current=1600.0, share=0.05,
+                                   closed_form={"all-reduce within backward, bandwidth-bound "
+                                                "(1.56B)": [750.0, 750.0, 750.0]})
+    fig, renderer = _rendered(chart)
+    legend = fig.legends[0].get_window_extent(renderer)
+    whole = fig.get_window_extent(renderer)
+    assert whole.x0 <= legend.x0 and legend.x1 <= whole.x1  # was cut off at the right edge
+
+
+def test_the_heatmaps_colour_bar_says_what_it_measures():
+    from willitscale.report.plots.fabric import traffic_heatmap
+
+    chart = traffic_heatmap([[0, 1e9], [2e9, 0]], unit="bytes")
+    bars = [ax for ax in chart.figure.axes if ax.get_label() == "<colorbar>"]
+    assert bars and "bytes sent" in bars[0].get_ylabel()

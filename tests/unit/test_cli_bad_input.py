@@ -20,7 +20,7 @@ def _one_line_error(code, err, *needles):
 
 # ------------------------------------------------------------------------- item 1: bounds
 def test_plan_gpus_bounded_before_searching(cli):
-    from willitscale.plan.search import MAX_GPUS
+    from willitscale.hardware.model import MAX_GPUS
 
     # 10^9 GPUs used all 23 GB of RAM and was killed; the bound is stated in the message
     line = _one_line_error(*cli(*PLAN, "--gpus", "1000000000")[::2], "--gpus", "1000000000")
@@ -28,7 +28,7 @@ def test_plan_gpus_bounded_before_searching(cli):
 
 
 def test_plan_nodes_bounded_before_searching(cli):
-    from willitscale.plan.search import MAX_GPUS
+    from willitscale.hardware.model import MAX_GPUS
 
     # 8-GPU nodes (h100 preset): the node bound is MAX_GPUS / 8
     line = _one_line_error(*cli(*PLAN, "--nodes", "1000000000")[::2], "--nodes", "1000000000")
@@ -303,3 +303,89 @@ def test_nothing_to_fit_says_why():
     with pytest.raises(ConfigError) as info:
         calibrate([run], created="now")
     assert "notes: )" not in str(info.value) and "()" not in str(info.value)
+
+
+# ----------------------------------------------- wave 2, issue "Hardening, round 2": bad input
+def test_an_unwritable_output_is_an_environment_error_naming_the_file(cli):
+    # /dev/full accepts the open and fails the write: an I/O error, exit 1, no "internal error"
+    code, _, err = cli("estimate", "--model", "gpt2", "--gpu", "a100-80gb", "--trace", "/dev/full")
+    assert code == 1
+    _one_line_error(code, err, "/dev/full", "No space left on device")
+
+
+def test_a_5000_character_model_name_is_an_unknown_name_shown_cut(cli):
+    name = "x" * 5000
+    line = _one_line_error(*cli("estimate", "--model", name, "--gpu", "a100-80gb")[::2],
+                           "unknown model", "(5000 characters)")
+    assert len(line) < 600  # the name is cut, not repeated whole
+
+
+@pytest.mark.parametrize("flag, value, needle", [
+    ("--micro-batch", "-5", "an integer >= 1"),
+    ("--inter-node", "-1e3Gbps", "a bandwidth such as 200Gbps"),
+    ("--seq-len", "-2048", "seq_len"),
+])
+def test_negative_values_reach_their_check_instead_of_argparse(cli, flag, value, needle):
+    # argparse used to read "-1e3Gbps" as an unknown option ("expected one argument")
+    line = _one_line_error(*cli("estimate", "--model", "gpt2", "--gpu", "a100-80gb", "--nodes", "2",
+                                flag, value)[::2], needle)
+    assert "expected one argument" not in line
+
+
+@pytest.mark.parametrize("link", ["1e-30Gbps", "1EB/s"])
+def test_a_link_outside_physical_range_is_a_typo(cli, link):
+    # 1e-30 Gb/s leaked a negative span time; 1 EB/s was accepted
+    _one_line_error(*cli("estimate", "--model", "gpt2", "--gpu", "a100-80gb", "--nodes", "2",
+                         "--inter-node", link)[::2], "bandwidth", "1 kb/s to 1 PB/s", "typo")
+
+
+def test_memory_in_bits_is_refused(cli):
+    # "80Gb" is 80 gigabits = 10 GB: nobody sizes GPU memory in bits
+    _one_line_error(*cli("size", "--params", "7e9", "--gpu-memory", "80Gb")[::2],
+                    "--gpu-memory", "80GB", "bits (10.0 GB)")
+
+
+def test_plan_global_batch_zero_is_refused(cli):
+    _one_line_error(*cli("plan", "--model", "gpt2", "--gpu", "a100-80gb", "--gpus", "8",
+                         "--global-batch", "0")[::2], "global_batch", "an integer >= 1")
+
+
+def test_scale_to_800_million_gpus_is_refused(cli):
+    from willitscale.hardware.model import MAX_GPUS
+
+    _one_line_error(*cli("scale", "--model", "gpt2", "--gpu", "a100-80gb",
+                         "--nodes", "1..100000000")[::2], "nodes", f"{MAX_GPUS:,} GPUs")
+
+
+def test_collective_ranks_bounded(cli):
+    _one_line_error(*cli("collective", "all_reduce", "--size", "1GB", "--ranks", "1e12")[::2],
+                    "--ranks", "1,048,576")
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (("plan", "--model", "gpt2", "--gpu", "a100-80gb", "--gpus", "8", "--global-batch", "64",
+      "--tp", "1,,2"), "--tp"),
+    (("plan", "--model", "gpt2", "--gpu", "a100-80gb", "--gpus", "8", "--global-batch", "64",
+      "--recompute", "none,,full"), "--recompute"),
+    (("requirements", "--params", "2e9,,7e9", "--gpu", "a100-80gb", "--nodes", "4", "--seq-len",
+      "2048", "--micro-batch", "1"), "--params"),
+])
+def test_empty_list_entries_are_refused_not_dropped(cli, argv, flag):
+    _one_line_error(*cli(*argv)[::2], flag)
+
+
+def test_calibrate_unknown_op_named_before_reading_the_store(cli):
+    _one_line_error(*cli("calibrate", "--op", "bogus")[::2], "--op", "bogus", "all_reduce")
+
+
+def test_a_hf_config_with_a_billion_layers_is_refused(cli, tmp_path):
+    import json
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 10**9,
+                                  "hidden_size": 4096, "num_attention_heads": 32,
+                                  "intermediate_size": 11008, "vocab_size": 32000,
+                                  "max_position_embeddings": 4096}))
+    # it allocated a (layers x 9) table and died of MemoryError
+    _one_line_error(*cli("estimate", "--model", str(config), "--gpu", "h100-sxm")[::2],
+                    "layers", "1000000000", "10,000")

@@ -52,30 +52,46 @@ def sweep_shapes(op: Op, opts: CollectiveOptions, ranks: int) -> list[Collective
     return shapes
 
 
+def _what(shape: CollectiveShape, in_place: bool) -> str:
+    """``all_reduce 65,536 B out-of-place``: the op a rank is in, for its heartbeat."""
+    return f"{shape.op.value} {shape.size_bytes:,} B {'in-place' if in_place else 'out-of-place'}"
+
+
 def _warmup(ctx, opts: CollectiveOptions, shape: CollectiveShape, in_place: bool) -> None:
     if opts.warmup == 0:
         return
     bufs = make_buffers(ctx, shape, opts.dtype, in_place=in_place, redop=opts.redop,
                         root=opts.root)
+    ctx.heartbeat.enter(f"{_what(shape, in_place)}: warm-up")
     for _ in range(opts.warmup):
         bufs.call()
+        ctx.heartbeat.tick()
     ctx.sync()
 
 
 def measure(ctx, opts: CollectiveOptions, shape: CollectiveShape, in_place: bool) -> CollectiveRow:
-    """One row: time ``iters`` back-to-back ops of ``shape``, then check one exactly."""
+    """One row: time ``iters`` back-to-back ops of ``shape``, then check one exactly.
+
+    Each op of the timed loop ticks the heartbeat: one store into shared memory (~0.2 us
+    here), beside the smallest op timed (tens of us with Gloo; a CUDA op's launch is queued,
+    and the tick overlaps the GPU's work)."""
     bufs = make_buffers(ctx, shape, opts.dtype, in_place=in_place, redop=opts.redop,
                         root=opts.root)
+    beat, what = ctx.heartbeat, _what(shape, in_place)
+    beat.enter(f"{what}: first op")
     bufs.call()
     ctx.barrier()
+    beat.enter(f"{what}: timed ops")
     start = ctx.clock()
     for _ in range(opts.iters):
         bufs.call()
+        beat.tick()
     ctx.sync()
     elapsed = (ctx.clock() - start) / opts.iters
     seconds = ctx.reduce_time(elapsed, opts.time_reduce)
     wrong = 0
     if opts.check:
+        beat.enter(f"{what}: correctness check")
         expected = fill_and_expect(ctx, bufs, shape, opts.dtype, redop=opts.redop, root=opts.root)
         ctx.barrier()
         bufs.call()

@@ -5,23 +5,28 @@ torchrun) sets: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
 ``MASTER_ADDR``, ``MASTER_PORT``. With NCCL each rank drives the GPU of its local rank. When
 our spawner hosts the rendezvous store (:data:`AGENT_STORE_ENV`), workers join it as clients,
 so no port is ever guessed.
+
+torch's own collective timeout (its default is 30 minutes) is the progress timeout
+(``WILLITSCALE_TIMEOUT_S``, :mod:`willitscale.bench.watch`; 5 minutes by default) under
+torchrun, where nothing else bounds a hung collective; under willitscale's launcher it is twice
+that plus 30 s, so that the launcher, which can name the rank that hangs, acts first.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from willitscale.bench.heartbeat import NoHeartbeat
+from willitscale.bench.watch import TIMEOUT_ENV, timeout_s
 from willitscale.errors import BenchmarkError, MissingDependency
 
 __all__ = ["Context", "init", "import_torch", "AGENT_STORE_ENV", "TIMEOUT_ENV"]
 
 AGENT_STORE_ENV = "WILLITSCALE_AGENT_STORE"
-TIMEOUT_ENV = "WILLITSCALE_TIMEOUT_S"
-DEFAULT_TIMEOUT_S = 1800.0
 
 
 def import_torch():
@@ -58,6 +63,8 @@ class Context:
     local_world_size: int
     backend: str
     device: Any  #: torch.device
+    #: what this rank is doing, for its launcher (a no-op outside willitscale's launcher)
+    heartbeat: Any = field(default_factory=NoHeartbeat)
 
     @property
     def is_cuda(self) -> bool:
@@ -76,6 +83,7 @@ class Context:
 
     def barrier(self) -> None:
         """All ranks reach this point, and their devices are idle, before anyone goes on."""
+        self.heartbeat.tick()
         self.sync()
         if self.is_cuda:  # NCCL's barrier is an all-reduce on this rank's GPU: name it
             self.torch.distributed.barrier(device_ids=[self.device.index])
@@ -91,6 +99,7 @@ class Context:
         """Combine one time from every rank: ``max`` (the slowest rank), ``min``, ``mean``,
         or ``rank0`` (rank 0's own) -- nccl-tests' ``-a`` options."""
         torch, dist = self.torch, self.torch.distributed
+        self.heartbeat.tick()
         t = torch.tensor([seconds], dtype=torch.float64, device=self.device)
         if how == "rank0":
             dist.broadcast(t, 0)
@@ -102,6 +111,7 @@ class Context:
         return float(t.item())
 
     def sum_int(self, value: int) -> int:
+        self.heartbeat.tick()
         t = self.torch.tensor([value], dtype=self.torch.int64, device=self.device)
         self.torch.distributed.all_reduce(t)
         return int(t.item())
@@ -109,6 +119,7 @@ class Context:
     def gather_objects(self, obj: Any) -> list[Any]:
         """Every rank's ``obj`` (picklable), in rank order, on every rank."""
         out: list[Any] = [None] * self.world_size
+        self.heartbeat.tick()
         self.torch.distributed.all_gather_object(out, obj)
         return out
 
@@ -148,8 +159,10 @@ def _backend(torch: Any, wanted: str) -> str:
     return wanted
 
 
-def init(backend: str = "auto") -> Context:
+def init(backend: str = "auto", heartbeat: Any = None) -> Context:
     """Join the job described by the environment; returns this worker's :class:`Context`."""
+    heartbeat = heartbeat or NoHeartbeat()
+    heartbeat.enter("starting: importing torch", waits=False)
     torch = import_torch()
     dist = torch.distributed
     rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
@@ -166,10 +179,14 @@ def init(backend: str = "auto") -> Context:
         device = torch.device("cpu")
         if "OMP_NUM_THREADS" not in os.environ:  # share the cores between the node's ranks
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // _ranks_on_this_machine(local_world)))
-    timeout = timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
+    progress_timeout = timeout_s(None)
+    ours = os.environ.get(AGENT_STORE_ENV) == "1"
+    timeout = timedelta(seconds=2 * progress_timeout + 30 if ours else progress_timeout)
+    heartbeat.enter(f"joining the job ({world} ranks; rendezvous at "
+                    f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')})")
     # with NCCL, bind the communicator to this rank's GPU up front (eager init, no guessing)
     bound = {"device_id": device} if backend == "nccl" and _accepts_device_id(dist) else {}
-    if os.environ.get(AGENT_STORE_ENV) == "1":
+    if ours:
         store = dist.TCPStore(os.environ["MASTER_ADDR"], _env_int("MASTER_PORT"),
                               is_master=False, timeout=timeout)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout,
@@ -178,4 +195,5 @@ def init(backend: str = "auto") -> Context:
         dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world,
                                 timeout=timeout, **bound)
     return Context(torch=torch, rank=rank, world_size=world, local_rank=local_rank,
-                   local_world_size=local_world, backend=backend, device=device)
+                   local_world_size=local_world, backend=backend, device=device,
+                   heartbeat=heartbeat)

@@ -22,8 +22,15 @@ The command runs once per node, inside the node's namespace, with ``MASTER_ADDR`
 ``willitscale bench``) and ``PET_NNODES``/``PET_NODE_RANK``/... (read by torchrun) set.
 
 Namespaces are named ``wis-<pid>-...``: on start, those of a previous run whose process is
-gone (a crash, SIGKILL) are removed first. Teardown (success, failure, Ctrl-C, SIGTERM) stops
-every process left in the namespaces and deletes them.
+gone (a crash, SIGKILL) are removed first, and the run says so. Teardown (success, failure,
+Ctrl-C, SIGTERM) stops every process left in the namespaces and deletes them. The nodes'
+commands die with ``emulate`` even when it is killed with SIGKILL (they are sent SIGTERM:
+:mod:`willitscale.bench.lifeline`); only its namespaces then stay, until the next run.
+
+Every node's command is watched (each one polled, none hidden behind a node still running):
+when one fails, the run names it and how it ended, asks the others to stop (SIGTERM: a
+``willitscale bench`` stops as on Ctrl-C and keeps its finished rows), and the teardown stops
+what still runs after :data:`GRACE_S`.
 
 Ctrl-C (or SIGTERM, see ``willitscale emulate``) while the command runs is passed on to every
 node's command as SIGINT; what still runs after :data:`GRACE_S` is stopped by the teardown.
@@ -49,6 +56,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from willitscale.bench.lifeline import die_with_parent
+from willitscale.bench.watch import exit_text
 from willitscale.errors import BenchmarkError, ConfigError
 from willitscale.results.store import pid_alive
 from willitscale.units import format_bandwidth
@@ -197,7 +206,12 @@ class EmulatedCluster:
         (etc / "hosts").write_text("\n".join(lines) + "\n")
 
     def up(self) -> None:
-        cleanup_stale()
+        stale = cleanup_stale()
+        if stale:
+            owners = sorted({int(m[1]) for ns in stale if (m := _NAME_RE.match(ns))})
+            print(f"note: removed {len(stale)} network namespace(s) left by emulate run(s) that "
+                  f"were killed (pid {', '.join(map(str, owners))}): {', '.join(stale)}",
+                  file=sys.stderr)
         _ip("netns", "add", self.bridge_ns)
         _ip("-n", self.bridge_ns, "link", "add", "br0", "type", "bridge", "forward_delay", "0")
         _ip("-n", self.bridge_ns, "link", "set", "br0", "up")
@@ -265,10 +279,15 @@ class EmulatedCluster:
         argv = [_resolve(command[0]), *command[1:]]
         # fresh namespaces: nothing listens yet; stay below the ephemeral range (32768-60999)
         port = random.randint(20000, 32000)
+        # no thread runs here, so preexec_fn is safe: each command dies with this process
         procs = [subprocess.Popen(["ip", "netns", "exec", self.node_ns(i), *argv],
-                                  env=self.node_env(i, port)) for i in range(self.nodes)]
+                                  env=self.node_env(i, port), preexec_fn=die_with_parent())  # noqa: PLW1509
+                 for i in range(self.nodes)]
         try:
-            return _wait_all(procs)
+            code, failure = _wait_all(procs)
+            if failure:
+                print(f"error: {failure}", file=sys.stderr)
+            return code
         except KeyboardInterrupt:
             with _signals_held():  # held until the teardown is done (see the module doc)
                 for p in procs:
@@ -289,19 +308,34 @@ def _resolve(program: str) -> str:
     return found
 
 
+def _running(procs: list[subprocess.Popen]) -> list[subprocess.Popen]:
+    """The commands still running; every one is polled (no short-circuit)."""
+    return [p for p in procs if p.poll() is None]
+
+
 def _wait_until(procs: list[subprocess.Popen], seconds: float) -> None:
     deadline = time.monotonic() + seconds
-    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+    while _running(procs) and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
-def _wait_all(procs: list[subprocess.Popen]) -> int:
-    """Wait for every node; when one fails, give the others a grace period (they would wait
-    for it forever in a collective), then the teardown stops them."""
-    while any(p.poll() is None for p in procs):
-        if any(p.returncode not in (None, 0) for p in procs):
+def _wait_all(procs: list[subprocess.Popen]) -> tuple[int, str]:
+    """Wait for every node's command; when one fails, ask the others to stop (they would wait
+    for it in a collective), give them :data:`GRACE_S`, and leave the rest to the teardown.
+    Returns the exit status (the failed command's, else 0) and what failed."""
+    while _running(procs):
+        failed = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode not in (None, 0)]
+        if failed:
+            node, code = min(failed, key=lambda f: (f[1] >= 0, f[0]))
+            for p in _running(procs):
+                p.send_signal(signal.SIGTERM)
             _wait_until(procs, GRACE_S)
-            break
+            return (1 if code < 0 else code), (f"node {node}'s command {exit_text(code)}; the "
+                                               "other nodes' commands were stopped")
         time.sleep(0.05)
     codes = [p.returncode for p in procs]
-    return next((c for c in codes if c not in (0, None)), 0 if None not in codes else 1)
+    failed = [(i, c) for i, c in enumerate(codes) if c != 0]
+    if not failed:
+        return 0, ""
+    node, code = failed[0]
+    return (1 if code < 0 else code), f"node {node}'s command {exit_text(code)}"

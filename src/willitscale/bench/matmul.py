@@ -17,9 +17,10 @@ from willitscale.results.records import MatmulRow
 __all__ = ["run_matmul"]
 
 
-def _time_products(ctx, a, b, out, iters: int) -> float:
+def _time_products(ctx, a, b, out, iters: int, what: str) -> float:
     torch = ctx.torch
     ctx.barrier()
+    ctx.heartbeat.enter(f"{what}: timed products", waits=False)  # this rank's own work
     start = ctx.clock()
     for _ in range(iters):
         torch.matmul(a, b, out=out)
@@ -35,7 +36,9 @@ def run_matmul(ctx, opts: MatmulOptions, emit: Callable[[MatmulRow], None]) -> N
         for dtype in opts.dtypes:
             td = getattr(torch, dtype)
             for m, n, k in opts.shapes:
-                bar.describe(f"matmul {dtype} {m}x{n}x{k}")
+                what = f"matmul {dtype} {m}x{n}x{k}"
+                bar.describe(what)
+                ctx.heartbeat.enter(f"{what}: warm-up", waits=False)
                 try:
                     a = torch.randn(m, k, device=ctx.device, generator=generator).to(td)
                     b = torch.randn(k, n, device=ctx.device, generator=generator).to(td)
@@ -46,6 +49,8 @@ def run_matmul(ctx, opts: MatmulOptions, emit: Callable[[MatmulRow], None]) -> N
                 except RuntimeError as exc:
                     raise BenchmarkError(f"matmul of {dtype} {m}x{n}x{k} failed on "
                                          f"{ctx.device_name}: {exc}") from None
-                seconds = ctx.reduce_time(_time_products(ctx, a, b, out, opts.iters), "max")
+                local = _time_products(ctx, a, b, out, opts.iters, what)
+                ctx.heartbeat.enter(f"{what}: the slowest rank's time")
+                seconds = ctx.reduce_time(local, "max")
                 emit(MatmulRow(m=m, n=n, k=k, dtype=dtype, device=ctx.device_name, time=seconds))
                 bar.advance()

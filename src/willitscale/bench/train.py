@@ -66,19 +66,23 @@ def _autocast(ctx, dtype: str):
 
 def _step(ctx, ddp, optimizer, data, opts: TrainOptions, *, sync: bool) -> tuple[float, float, float]:
     """One step; returns this rank's (forward, backward, optimizer) seconds."""
+    beat, kind = ctx.heartbeat, f"train {opts.model} step{'' if sync else ' under no_sync'}"
     x, y = next(data)
     ctx.barrier()
+    beat.enter(f"{kind}: forward", waits=False)  # this rank's own work
     t0 = ctx.clock()
     with nullcontext() if sync else ddp.no_sync():
         with _autocast(ctx, opts.dtype):
             loss = ddp(x, y)
         ctx.sync()
         t1 = ctx.clock()
+        beat.enter(f"{kind}: backward" + (" and gradient all-reduce" if sync else ""))
         loss.backward()
         if not sync:  # end when every rank is done, as the gradient all-reduce does
             ctx.barrier()
         ctx.sync()
         t2 = ctx.clock()
+    beat.enter(f"{kind}: optimizer", waits=False)
     if sync:
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -117,6 +121,7 @@ def _params(shape) -> int:
 
 def run_train(ctx, opts: TrainOptions, emit: Callable[[TrainRow], None], *, nodes: int) -> None:
     shape = bench_model(opts.model)
+    ctx.heartbeat.enter(f"train {opts.model}: building the model and DDP")
     ddp, optimizer = _build(ctx, opts)
     data = batches(load_text(), seq_len=opts.seq_len, batch=opts.batch,
                    seed=opts.seed * 100_003 + ctx.rank, device=ctx.device)

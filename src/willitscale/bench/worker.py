@@ -8,6 +8,13 @@ reaches every process of the job and the launcher forwards it as well, and the s
 not cut short the saving and printing of the finished rows. A collective failing because a
 peer has already stopped is part of stopping, not a failure, when this rank's own stop is asked
 for by then or within :data:`PEER_STOP_GRACE_S` (its signal may come a moment after the peer's).
+When none comes (another node's rank died; torchrun), the failure is reported as lost contact
+with the peers, naming what this rank was doing -- not as an internal error.
+
+Started by willitscale's launcher, a rank keeps a heartbeat for it (what it is doing, how far
+it got: :mod:`willitscale.bench.heartbeat`) and stops when the launcher is gone
+(:mod:`willitscale.bench.lifeline`). A store that cannot be written (a full disk, a damaged
+file) stops the run with the store's own message; every row committed before is kept.
 """
 
 from __future__ import annotations
@@ -18,14 +25,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from willitscale.bench import heartbeat as heartbeats
 from willitscale.bench.environment import (
     host_facts,
     node_id,
     summarize_environment,
     torch_facts,
 )
+from willitscale.bench.lifeline import ParentWatch
 from willitscale.bench.options import OPTION_TYPES
-from willitscale.errors import ConfigError
+from willitscale.errors import BenchmarkError, ConfigError, StoreError, WillItScaleError
 
 __all__ = ["Job", "JobResult", "run_job", "PEER_STOP_GRACE_S"]
 
@@ -67,6 +76,7 @@ class JobResult:
     rows: list[Any] = field(default_factory=list)
     run_id: int | None = None
     status: str = "complete"
+    reason: str = ""  #: why it failed (stored with the run)
     environment: Mapping[str, Any] | None = None
 
 
@@ -102,6 +112,22 @@ class _StopOnSignal:
         return self.requested
 
 
+def _lost_peers(exc: BaseException, ctx, doing: str) -> BenchmarkError | None:
+    """The error to report when a collective failed because a peer is gone (its connection
+    closed, a timeout), or ``None`` for any other failure (then it is shown as it is)."""
+    dist = ctx.torch.distributed
+    dist_error = getattr(dist, "DistError", ())
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    peerish = any(word in str(exc) for word in ("Connection closed", "Connection reset",
+                                                  "Broken pipe", "Timed out", "timed out",
+                                                  "Socket Timeout", "peer"))
+    if isinstance(exc, WillItScaleError) or not (isinstance(exc, dist_error) or peerish):
+        return None
+    return BenchmarkError(f"rank {ctx.rank} lost contact with its peers while in {doing} "
+                          f"({type(exc).__name__}: {text}): another rank stopped, died or hangs; "
+                          "its launcher or torchrun names it")
+
+
 def _environment(ctx) -> dict[str, Any]:
     facts = {"host": host_facts() if ctx.local_rank == 0 else {"node": node_id()},
              "torch": torch_facts(ctx.torch, ctx.backend), "local_rank": ctx.local_rank}
@@ -130,10 +156,12 @@ def run_job(job: Job) -> JobResult:
     from willitscale.bench import dist
 
     stop = _StopOnSignal()
-    ctx = dist.init(job.options.backend)
+    beat = heartbeats.from_env(on_beat=ParentWatch.from_env())
+    ctx = dist.init(job.options.backend, heartbeat=beat)
     result = JobResult(rank=ctx.rank)
     store = None
     try:
+        beat.enter("gathering the environment of every rank")
         environment = _environment(ctx)
         if ctx.rank == 0:
             result.environment = environment
@@ -143,6 +171,7 @@ def run_job(job: Job) -> JobResult:
                 store = Store()
                 result.run_id = store.start_run(job.kind, options=job.options.to_json(),
                                                 environment=environment, label=job.label)
+                beat.set_run(result.run_id)
 
         def emit(row) -> None:
             if ctx.rank != 0:
@@ -154,17 +183,28 @@ def run_job(job: Job) -> JobResult:
         _bench(job, ctx, emit, environment)
     except KeyboardInterrupt:
         result.status = "interrupted"
-    except BaseException:
+    except BaseException as exc:
         # a peer that stopped first broke the collective in flight: part of stopping
+        doing = beat.doing
         if not stop.arrives_within(PEER_STOP_GRACE_S):
             result.status = "failed"
+            lost = _lost_peers(exc, ctx, doing)
+            result.reason = f"rank {ctx.rank}: {lost or exc}"
+            if lost is not None:
+                raise lost from None
             raise
         result.status = "interrupted"
     finally:
         if store is not None:
-            store.finish_run(result.run_id, result.status)
+            try:
+                store.finish_run(result.run_id, result.status, reason=result.reason)
+            except StoreError:  # after a failure, that failure is the one to report
+                if result.status != "failed":
+                    raise
             store.close()
         if result.status == "complete":  # after a failure a peer may be gone: no teardown
+            beat.enter("the final barrier")
             ctx.barrier()  # nobody tears down while a peer still talks to it
             ctx.close()
+        beat.enter("printing and saving the results", waits=False)
     return result

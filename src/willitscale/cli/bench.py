@@ -81,6 +81,10 @@ def register(subparsers) -> None:
         launch.add_argument("--master-addr", default=None, help="node 0's address")
         launch.add_argument("--master-port", type=int, default=None,
                             help="node 0's rendezvous port (single node: picked automatically)")
+        launch.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                            help="a rank that makes no progress for this long (stopped, or in a "
+                                 "collective that never completes) is named and the job stopped "
+                                 "(default: $WILLITSCALE_TIMEOUT_S, else 300)")
         out = p.add_argument_group("output")
         out.add_argument("--json", action="store_true", help="print the rows as JSON")
         out.add_argument("--label", default="", help="a note stored with the run")
@@ -108,7 +112,11 @@ def run(kind: str, args: argparse.Namespace) -> int:
         require_matplotlib()
     job = Job(kind=kind, options=options_from_args(kind, args), json=args.json, label=args.label,
               store=not args.no_store, plot=os.path.abspath(plot) if plot else "")
+    from willitscale.bench.watch import TIMEOUT_ENV, timeout_s
+
+    timeout = timeout_s(args.timeout)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # a worker started by torchrun
+        os.environ[TIMEOUT_ENV] = repr(timeout)  # its collectives' timeout (bench.dist)
         return _run_worker(job)
     from willitscale.bench.dist import import_torch
     from willitscale.bench.launch import LaunchSpec, launch
@@ -124,11 +132,12 @@ def run(kind: str, args: argparse.Namespace) -> int:
     spec = LaunchSpec.from_env(nproc=args.nproc, nnodes=args.nnodes, node_rank=args.node_rank,
                                master_addr=args.master_addr, master_port=args.master_port)
     import_torch()
-    code = launch(kind, job.to_json(), spec)
-    if code not in (0, 130):
-        print(f"error: the benchmark failed (a rank exited with status {code}; its message is "
-              "above)", file=sys.stderr)
-    return code
+    outcome = launch(kind, job.to_json(), spec, timeout=timeout)
+    if outcome.failure:
+        stored = (f"; its finished rows are kept in run {outcome.run_id}, marked failed: "
+                  f"willitscale results show {outcome.run_id}" if outcome.marked else "")
+        print(f"error: {outcome.failure}{stored}", file=sys.stderr)
+    return outcome.code
 
 
 def _run_worker(job) -> int:

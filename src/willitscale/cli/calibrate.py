@@ -14,9 +14,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from willitscale.cli.paths import output_file
+from willitscale.cli.paths import output_file, write_text
 
 __all__ = ["register"]
+
+
+def _op(text: str) -> str:
+    """``--op``: a collective nccl-tests measures (checked when the flag is read)."""
+    from willitscale.collectives.ops import parse_op
+
+    return parse_op(text, field="--op").value
 
 
 def register(subparsers) -> None:
@@ -32,7 +39,8 @@ def register(subparsers) -> None:
                    help="stored runs to fit (default: the latest run)")
     p.add_argument("-o", "--output", default=None, type=output_file("--output"),
                    help="calibration file to write (default: in $WILLITSCALE_HOME/calibrations/)")
-    p.add_argument("--op", default=None, help="collective to fit the links to (default all_reduce)")
+    p.add_argument("--op", default=None, type=_op,
+                   help="collective to fit the links to (default all_reduce)")
     p.add_argument("--gpu", default=None,
                    help="the catalog GPU the devices are (e.g. h100-sxm), for their peak FLOP/s")
     p.add_argument("--json", action="store_true")
@@ -40,11 +48,12 @@ def register(subparsers) -> None:
 
 
 def _default_path(created: str) -> Path:
-    from willitscale.results.store import home
+    from willitscale.results.home import home
+    from willitscale.results.store_faults import make_private_dir
 
     stamp = created.replace("-", "").replace(":", "").replace("+0000", "")[:15]
     folder = home() / "calibrations"
-    folder.mkdir(parents=True, exist_ok=True)
+    make_private_dir(folder)  # 0700, as the store's folder
     path, i = folder / f"calibration-{stamp}.toml", 1
     while path.exists():
         i += 1
@@ -117,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         cal, notes = calibrate(runs, created=created, op=args.op, gpu=args.gpu)
         path = Path(args.output) if args.output else _default_path(created)
         text = cal.to_toml()
-        path.write_text(text)
+        write_text(path, text)
         store.add_calibration(path=str(path.resolve()), runs=cal.runs, toml=text)
     if args.json:
         print_json({"path": str(path), "toml": text, "notes": notes,

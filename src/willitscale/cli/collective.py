@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 HELP = "how long one collective takes under each algorithm; its algbw and busbw"
 
 DESCRIPTION = """\
@@ -47,11 +45,13 @@ def register(subparsers) -> None:
 
 def _ranks(text: str, field: str) -> int:
     from willitscale.errors import ConfigError
+    from willitscale.hardware.model import MAX_GPUS
     from willitscale.units import parse_count
 
     value = parse_count(text, field=field)
-    if value < 1 or value != int(value):
-        raise ConfigError(field, text, "an integer >= 1")
+    if value < 1 or value != int(value) or value > MAX_GPUS:
+        raise ConfigError(field, text, f"an integer from 1 to {MAX_GPUS:,} (2^20 ranks, about ten "
+                                       "times today's largest training clusters)")
     return int(value)
 
 
@@ -221,6 +221,7 @@ def _number(x: float) -> str:
 
 def _print_table(op, size, ranks, network, costs, choice, skipped, notes) -> None:
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     from willitscale.cli.output import console
@@ -251,15 +252,15 @@ def _print_table(op, size, ranks, network, costs, choice, skipped, notes) -> Non
         table.add_row(c.algorithm.value + mark, *(col[i] for col in columns))
     out = console()
     out.print(table)
-    out.print(f"network: {network.describe()}")
+    out.print(f"network: {escape(network.describe())}")  # link names: user catalogs
     if choice is not None:
-        out.print(f"* chosen: {choice.reason}")
+        out.print(f"* chosen: {escape(choice.reason)}")
     out.print("formulas (S size, n ranks, α latency, B bandwidth; g ranks per node, m nodes; "
               "node = a rank on one level, a server's NICs on two):")
     for c in costs:
-        out.print(f"  {c.algorithm.value}: {c.formula}")
+        out.print(f"  {c.algorithm.value}: {escape(c.formula)}")
     if skipped:
         names = ", ".join(a.value for a, _ in skipped)
         out.print(f"not applicable: {names} (--algorithm NAME says why; --json lists the reasons)")
     for note in notes:
-        out.print(f"assumption: {note}")
+        out.print(f"assumption: {escape(note)}")

@@ -238,6 +238,8 @@ def _summary_rows(topo) -> list[list]:
 
 
 def _print_topology(topo, file=None) -> None:
+    from rich.markup import escape
+
     from willitscale.cli.output import console, print_table
 
     params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in topo.params.items())
@@ -245,7 +247,7 @@ def _print_topology(topo, file=None) -> None:
                 ["tier", "directed links", "capacity", "latency", "total"], _summary_rows(topo),
                 units=["", "", "GB/s each way", "us", "TB/s"], caption=params, file=file)
     for a in topo.assumptions:
-        console(file).print(f"[dim]assumption:[/dim] {a}")
+        console(file).print(f"[dim]assumption:[/dim] {escape(a)}")
 
 
 # ---------------------------------------------------------------------------------- commands
@@ -432,14 +434,16 @@ def _incast_summary(topo, traffic, res, seed, args) -> dict:
 
 
 def _print_simulation(out: dict) -> None:
+    from rich.markup import escape
+
     from willitscale.cli.output import console, print_table
     from willitscale.units import format_time
 
     t = out["completion_time_s"]
     c = console()
     topo = out["topology"]
-    c.print(f"[bold]{topo['kind']}[/bold]: {topo['gpus']} GPUs on {topo['nodes']} servers, "
-            f"routing {out.get('routing')}")
+    c.print(f"[bold]{escape(str(topo['kind']))}[/bold]: {topo['gpus']} GPUs on {topo['nodes']} "
+            f"servers, routing {escape(str(out.get('routing')))}")
     if isinstance(t, dict):
         c.print(f"completion time: mean {format_time(t['mean'])}, worst {format_time(t['worst'])} "
                 f"over seeds {out['seeds'][0]}..{out['seeds'][-1]}")
@@ -478,4 +482,4 @@ def _print_simulation(out: dict) -> None:
             c.print(f"  {by['same_server']:,} inside servers, {by['same_rail']:,} on one rail, "
                     f"{by['cross_rail']:,} across rails ({share['cross_rail']:.1%} of the bytes)")
     for a in out["assumptions"]:
-        c.print(f"[dim]assumption:[/dim] {a}")
+        c.print(f"[dim]assumption:[/dim] {escape(a)}")

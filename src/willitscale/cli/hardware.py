@@ -101,15 +101,17 @@ def _print_table(title: str, columns: list[str], rows: list[list], units: list[s
     import sys
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.measure import Measurement
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title, title_justify="left")
+    table = Table(title=escape(title), title_justify="left")
     for i, (name, unit) in enumerate(zip(columns, units, strict=True)):
-        header = f"{name}\n[dim]{unit}[/dim]" if unit else name
+        header = f"{escape(name)}\n[dim]{escape(unit)}[/dim]" if unit else escape(name)
         table.add_column(header, justify="left" if i == 0 else "right", no_wrap=True)
-    for row in rows:
-        table.add_row(*(str(v) for v in row))
+    for row in rows:  # names from user catalogs: plain text, never rich markup
+        table.add_row(*(Text(str(v)) for v in row))
     probe = Console(file=sys.stdout, highlight=False)
     width = Measurement.get(probe, probe.options.update_width(1000), table).maximum
     Console(file=sys.stdout, highlight=False, soft_wrap=False, width=max(probe.width, width)).print(table)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -23,6 +24,8 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 DEBUG_ENV = "WILLITSCALE_DEBUG"
+#: an argument that starts like a negative number ("-5", "-.5", "-1e3", "-5GB"): a value
+NEGATIVE_VALUE = re.compile(r"^-\.?\d")
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -34,10 +37,20 @@ class ArgumentParser(argparse.ArgumentParser):
 
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+        # "-5GB", "-1e3", "-0.5s" are values (which the flag's own check then refuses with its
+        # reason), not unknown options: argparse's own pattern only knows bare numbers
+        self._negative_number_matcher = NEGATIVE_VALUE
 
     def error(self, message: str):  # type: ignore[override]
         self.print_usage(sys.stderr)
         self.exit(2, f"error: {message}\n")
+
+
+def os_error_text(exc: OSError) -> str:
+    """``cannot use '/dev/full': No space left on device`` -- what failed, on which file."""
+    what = exc.strerror or str(exc)
+    where = exc.filename if exc.filename is not None else None
+    return f"cannot use {where!r}: {what}" if where is not None else what
 
 
 def build_parser() -> ArgumentParser:
@@ -73,8 +86,16 @@ def run_default_job() -> int | None:
     return 0
 
 
+def _never_group_or_world_writable() -> None:
+    """Whatever the umask (000 in some containers and daemons), nothing willitscale creates --
+    plots, traces, HTML, exports, calibrations -- is writable by other users: the umask is
+    widened to mask group and world write. (The results store is private: 0600, 0700.)"""
+    os.umask(os.umask(0o022) | 0o022)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _never_group_or_world_writable()
     try:
         if not argv:
             code = run_default_job()
@@ -95,6 +116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `willitscale ... | head`
         sys.stderr.close()
         return 0
+    except OSError as exc:  # the file system said no (disk full, no permission, ...): not a bug
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(f"error: {os_error_text(exc)}", file=sys.stderr)
+        return 1
     except Exception as exc:  # noqa: BLE001 - last line of defence: no traceback for users
         if os.environ.get(DEBUG_ENV):
             raise

@@ -12,13 +12,15 @@ def _count(n) -> str:
 
 def print_summary(summary) -> None:
     """Four tables: parameters, FLOPs, training state, activations."""
+    from rich.markup import escape
+
     m, p, f, a = summary.model, summary.params, summary.flops, summary.activations
     out = console()
     kv = f", {m.kv_heads} kv heads" if m.kv_heads != m.heads else ""
     moe = f", MoE {m.moe_experts} experts top-{m.moe_top_k}" if m.is_moe else ""
-    out.print(f"[bold]{m.name}[/bold]: {m.layers} layers, hidden {m.hidden}, {m.heads} heads{kv}, "
+    out.print(f"[bold]{escape(m.name)}[/bold]: {m.layers} layers, hidden {m.hidden}, {m.heads} heads{kv}, "
               f"ffn {m.ffn_hidden}{' gated' if m.gated_mlp else ''}, vocab {m.vocab}{moe}")
-    out.print(f"[dim]source: {m.source}[/dim]")
+    out.print(f"[dim]source: {escape(str(m.source))}[/dim]")
 
     rows = [["total", _count(p.total)], ["non-embedding", _count(p.non_embedding)],
             ["embedding (token + position)", _count(p.embedding)], ["per layer", _count(p.per_layer)],

@@ -143,25 +143,29 @@ def print_table(
     """A table with an optional units row under the header (nccl-tests style).
 
     The title and caption are printed as prose (wrapped between phrases at the console's width,
-    not squeezed into the table's). A table wider than the console drops its outer border and
+    not squeezed into the table's). Titles, captions, headers and cells are plain text: a
+    ``[`` in them (a run label ``[/]``, a path) is printed as it is, never read as rich markup. A table wider than the console drops its outer border and
     inner padding first; if it still does not fit, long cells fold onto a second line (never
     cut to ``…``).
     """
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     out = console(file)
     table = Table(title_justify="left", caption_justify="left")
     for i, name in enumerate(columns):
-        header = name if not units or not units[i] else f"{name}\n[dim]{units[i]}[/dim]"
+        header = escape(name) if not units or not units[i] else \
+            f"{escape(name)}\n[dim]{escape(units[i])}[/dim]"
         table.add_column(header, justify="left" if i == 0 else "right", overflow="fold")
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
+    for row in rows:  # cells are data (run labels, hosts, paths): never read as rich markup
+        table.add_row(*(Text("" if v is None else str(v)) for v in row))
     if not _fits(out, table):
         table.box, table.show_edge, table.pad_edge = box.SIMPLE_HEAD, False, False
         table.collapse_padding = True
     if title:
-        out.print(f"[table.title]{title}[/table.title]")
+        out.print(f"[table.title]{escape(title)}[/table.title]")
     out.print(table)
     if caption:
-        out.print(f"[table.caption]{caption}[/table.caption]")
+        out.print(f"[table.caption]{escape(caption)}[/table.caption]")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from willitscale.errors import ConfigError
 
-__all__ = ["output_file", "output_directory"]
+__all__ = ["output_file", "output_directory", "write_text"]
 
 
 def _existing_dir(path: Path, field: str, text: str, what: str) -> None:
@@ -50,3 +50,11 @@ def output_directory(field: str) -> Callable[[str], str]:
         return text
 
     return check
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path``; a failure (disk full, no permission) names the file."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc

@@ -66,8 +66,12 @@ def _ints(text, field):
 
     if text is None:
         return None
+    parts = [x.strip() for x in str(text).split(",")]
+    if not all(parts):
+        raise ConfigError(f"--{field}", text, "comma-separated integers with no empty entries, "
+                                              "e.g. 1,2,4,8")
     try:
-        values = tuple(int(x) for x in str(text).split(",") if x.strip())
+        values = tuple(int(x) for x in parts)
     except ValueError:
         raise ConfigError(f"--{field}", text, "comma-separated integers, e.g. 1,2,4,8") from None
     least = 0 if field == "zero" else 1
@@ -81,7 +85,7 @@ def _words(text, field, allowed):
 
     if text is None:
         return None
-    values = tuple(x.strip() for x in str(text).split(",") if x.strip())
+    values = tuple(x.strip() for x in str(text).split(","))
     bad = [v for v in values if v not in allowed]
     if bad or not values:
         raise ConfigError(f"--{field}", text, "comma-separated, from " + ", ".join(allowed))
@@ -112,7 +116,7 @@ def planning_settings(settings: dict, gpus: int | None) -> dict:
     """``settings`` without the batch split, on ``gpus`` GPUs as whole nodes (when given)."""
     from willitscale.errors import ConfigError
     from willitscale.hardware import build_cluster
-    from willitscale.plan.search import MAX_GPUS
+    from willitscale.hardware.model import MAX_GPUS
 
     base = {k: v for k, v in settings.items() if k not in ("global_batch", "micro_batch", "grad_accum")}
     probe = build_cluster(preset=base.get("preset"), gpu=base.get("gpu"), nodes=1,

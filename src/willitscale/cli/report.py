@@ -7,7 +7,7 @@ import argparse
 import shlex
 import sys
 
-from willitscale.cli.paths import output_file
+from willitscale.cli.paths import output_file, write_text
 from willitscale.cli.plot_flag import add_plot_flag
 from willitscale.cli.scenario_flags import add_scenario_flags, settings_from_args
 
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     page = render_html(contents, figure_format=args.figure_format, charts=charts)
     path = Path(args.html)
     try:
-        path.write_text(page, encoding="utf-8")
+        write_text(path, page)
     except OSError as exc:
         raise ConfigError("--html", args.html, f"a file that can be written ({exc.strerror})") from exc
     if args.plot:

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args, skip=("nodes", "params"))
     nodes = parse_nodes(args.nodes or settings.get("nodes", 1))
-    params_list = ([parse_count(p.strip(), field="--params") for p in args.params.split(",") if p.strip()]
+    params_list = ([parse_count(p.strip(), field="--params") for p in args.params.split(",")]
                    if args.params else [settings.get("params")])
     rows = []
     for params in params_list:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from willitscale.cli.paths import output_file
+from willitscale.cli.paths import output_file, write_text
 from willitscale.cli.plot_flag import add_plot_flag
 
 __all__ = ["register", "busbw_curves"]
@@ -63,7 +61,9 @@ def register(subparsers) -> None:
 
     p = sub.add_parser("export", help="rows of runs as CSV or JSON",
                        description="The rows of stored runs as CSV or JSON, one record per row "
-                                   "with its run id, kind, start time and label.",
+                                   "with its run id, kind, start time and label, then the run's "
+                                   "status, host and pid, and (on each run's first row) its "
+                                   "options and environment: `results import` reads it back.",
                        epilog=examples("willitscale results export -o runs.csv",
                                        "willitscale results export 3 4 --format json"))
     p.add_argument("run_ids", type=int, nargs="*", help="default: every run")
@@ -71,19 +71,38 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--output", default=None, type=output_file("--output"), help="file to write (default: stdout)")
     p.set_defaults(run=run_export)
 
-    p = sub.add_parser("import", help="copy the runs of other stores into this one",
+    p = sub.add_parser("import", help="copy the runs of other stores or exports into this one",
                        description="Gather runs measured elsewhere (another machine, or one "
                                    "WILLITSCALE_HOME per job on a filesystem without working "
                                    "locks) into this store: every finished run with its rows, "
                                    "environment and times, under new ids. Runs already here are "
-                                   "skipped, so importing twice is harmless. Calibrations are "
-                                   "not copied (fit again: `willitscale calibrate`).",
+                                   "skipped, so importing twice is harmless. A `results export` "
+                                   "file (.csv or .json) is read record by record: a bad record "
+                                   "is reported with its file and line, the rest are imported "
+                                   "(exit status 1 says some were not). Calibrations are not "
+                                   "copied (fit again: `willitscale calibrate`).",
                        epilog=examples("willitscale results import /scratch/job-1234/results.sqlite",
-                                       "willitscale results import runs/*/"))
+                                       "willitscale results import runs/*/",
+                                       "willitscale results import runs.csv"))
     p.add_argument("stores", nargs="+", metavar="STORE",
-                   help="a results.sqlite file, or a folder holding one (a WILLITSCALE_HOME)")
+                   help="a results.sqlite file, a folder holding one (a WILLITSCALE_HOME), or "
+                        "a file written by `results export` (.csv, .json)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run_import)
+
+    p = sub.add_parser("salvage", help="copy what a damaged store still holds into a new one",
+                       description="Get back the runs a damaged results store still holds. "
+                                   "Without STORE: the store in use is moved aside (kept as "
+                                   "results.damaged-TIME.sqlite) and every readable run, row and "
+                                   "calibration is copied into a fresh store. With STORE (another "
+                                   "damaged file): its readable runs are copied into the store in "
+                                   "use. Run it while no benchmark is writing.",
+                       epilog=examples("willitscale results salvage",
+                                       "willitscale results salvage old/results.sqlite"))
+    p.add_argument("store", nargs="?", metavar="STORE", default=None,
+                   help="a damaged results.sqlite (default: the store in use)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run_salvage)
 
 
 def _store():
@@ -93,6 +112,13 @@ def _store():
 
 
 def _summary(info, rows) -> str:
+    try:
+        return _summary_of(info, rows)
+    except (KeyError, TypeError, ValueError):  # rows of an odd shape (salvaged, hand-made)
+        return "(rows without the usual fields: see `results show`)"
+
+
+def _summary_of(info, rows) -> str:
     if not rows:
         return ""
     if info.kind == "collectives":
@@ -169,6 +195,8 @@ def run_show(args: argparse.Namespace) -> int:
     info = run.info
     print(f"run {info.id}: {info.kind}, {info.status}, started {info.started_at}, "
           f"{info.rows} rows" + (f", label {info.label!r}" if info.label else ""))
+    if info.reason:
+        print(f"{info.status}: {info.reason}")
     for line in _environment_lines(dict(info.environment)):
         print(line)
     title, columns, units, rows = table_of(info.kind, [dict(r) for r in run.rows])
@@ -248,28 +276,22 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from willitscale.results.exchange import csv_text, export_records, json_text
+
     with _store() as store:
         ids = args.run_ids or [i.id for i in reversed(store.runs())]
         runs = [store.run(i) for i in ids]
-    records = [{"run_id": r.info.id, "kind": r.info.kind, "started_at": r.info.started_at,
-                "label": r.info.label, **dict(row)} for r in runs for row in r.rows]
-    if args.format == "json":
-        text = json.dumps(records, indent=2, allow_nan=False) + "\n"
-    else:
-        columns: list[str] = []
-        for rec in records:
-            columns += [k for k in rec if k not in columns]
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(records)
-        text = buf.getvalue()
+    records = export_records(runs)
+    text = (json_text if args.format == "json" else csv_text)(records)
     if args.output:
-        Path(args.output).write_text(text)
+        write_text(args.output, text)
         print(f"wrote {len(records)} rows to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0
+
+
+EXPORT_SUFFIXES = (".csv", ".json")
 
 
 def _source_store_path(text: str) -> Path:
@@ -279,29 +301,145 @@ def _source_store_path(text: str) -> Path:
     if path.is_dir():
         path = path / "results.sqlite"
     if not path.is_file():
-        raise ConfigError("STORE", text, "an existing results.sqlite file, or a folder holding "
-                                         "one (a WILLITSCALE_HOME)")
+        raise ConfigError("STORE", text, "an existing results.sqlite file, a folder holding "
+                                         "one (a WILLITSCALE_HOME), or a `results export` file "
+                                         "(.csv, .json)")
     return path
+
+
+@contextmanager
+def _source_store(path: Path):
+    """The store at ``path`` to read from, left as it is: one of an older schema version is
+    migrated in a temporary copy (opening it in place would migrate the other store)."""
+    import sqlite3
+    import tempfile
+
+    from willitscale.results.schema import (
+        SCHEMA_VERSION,
+        create_or_upgrade,
+        stored_version,
+    )
+    from willitscale.results.store import Store
+
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            old = (stored_version(db) or SCHEMA_VERSION) < SCHEMA_VERSION
+        finally:
+            db.close()
+    except sqlite3.Error:  # damaged, or not readable so: the store says what is wrong
+        old = False
+    if not old:
+        with Store(path) as source:
+            yield source
+        return
+    with tempfile.TemporaryDirectory(prefix="willitscale-import-") as folder:
+        copy = Path(folder) / "results.sqlite"
+        src, dst = sqlite3.connect(f"file:{path}?mode=ro", uri=True), sqlite3.connect(copy)
+        try:
+            src.backup(dst)
+            dst.isolation_level = None
+            dst.execute("BEGIN IMMEDIATE")
+            create_or_upgrade(dst)
+            dst.execute("COMMIT")
+        finally:
+            src.close()
+            dst.close()
+        with Store(copy) as source:
+            source.path = path  # named as the user gave it (messages, "another store" check)
+            yield source
+
+
+def _import_one(store, path: Path) -> tuple[list, list]:
+    """``(records, problems)`` of importing one store or export file into ``store``."""
+    if path.suffix.lower() in EXPORT_SUFFIXES:
+        from willitscale.results.exchange import read_export
+
+        exported = read_export(path)
+        done = store.import_stored(list(exported.runs), still_running=list(exported.still_running))
+        problems = list(exported.problems)
+    else:
+        with _source_store(path) as source:
+            done, problems = store.import_runs(source), []
+    return ([{"store": str(path), "source_id": old, "id": new, "skipped": why or None}
+             for old, new, why in done], problems)
 
 
 def run_import(args: argparse.Namespace) -> int:
     from willitscale.cli.output import print_json, print_table
-    from willitscale.results.store import Store
 
     sources = [_source_store_path(text) for text in args.stores]  # all checked before any copy
-    records = []
+    records, problems = [], []
     with _store() as store:
         for path in sources:
-            with Store(path) as source:
-                for old, new, why in store.import_runs(source):
-                    records.append({"store": str(path), "source_id": old, "id": new,
-                                    "skipped": why or None})
+            done, bad = _import_one(store, path)
+            records += done
+            problems += bad
     if args.json:
         print_json(records)
-        return 0
-    print_table("imported runs", ["store", "run there", "run here", ""],
-                [[r["store"], r["source_id"], r["id"] if r["id"] is not None else "-",
-                  r["skipped"] or "imported"] for r in records])
+    else:
+        print_table("imported runs", ["store", "run there", "run here", ""],
+                    [[r["store"], r["source_id"], r["id"] if r["id"] is not None else "-",
+                      r["skipped"] or "imported"] for r in records])
+    for problem in problems:
+        print(f"not imported: {problem}", file=sys.stderr)
     done = sum(r["id"] is not None for r in records)
-    print(f"{done} run(s) imported, {len(records) - done} skipped", file=sys.stderr)
+    print(f"{done} run(s) imported, {len(records) - done} skipped"
+          + (f"; {len(problems)} record(s) not imported (listed above)" if problems else ""),
+          file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _move_aside(path: Path) -> Path:
+    """Rename the store (and its -wal/-shm/-journal) to ``results.damaged-TIME.sqlite``."""
+    from willitscale.results.store import now_iso
+
+    stamp = now_iso().replace("-", "").replace(":", "").replace("+0000", "")[:15]
+    target = path.with_name(f"{path.stem}.damaged-{stamp}{path.suffix}")
+    for suffix in ("-wal", "-shm", "-journal"):
+        side = Path(f"{path}{suffix}")
+        if side.exists():
+            side.rename(f"{target}{suffix}")
+    path.rename(target)
+    return target
+
+
+def run_salvage(args: argparse.Namespace) -> int:
+    from willitscale.cli.output import print_json, print_table
+    from willitscale.results.home import store_path
+    from willitscale.results.salvage import salvage
+
+    ours = store_path()
+    if args.store is None:
+        if not ours.is_file():
+            from willitscale.errors import ConfigError
+
+            raise ConfigError("STORE", str(ours), "a results store to salvage (there is none "
+                                                  "at this path)")
+        source = _move_aside(ours)
+        print(f"moved the damaged store aside: {source}", file=sys.stderr)
+    else:
+        source = _source_store_path(args.store)
+    found = salvage(source)
+    with _store() as store:
+        done = store.import_stored(list(found.runs))
+        new_ids = {old: new for old, new, _ in done if new is not None}
+        for created, path, runs, toml in found.calibrations:
+            store.add_calibration(path=path, runs=tuple(new_ids.get(r, r) for r in runs),
+                                  toml=toml, created_at=created)
+        target = store.path
+    report = {"from": str(source), "into": str(target), "runs": [
+        {"source_id": old, "id": new, "rows": next(r.info.rows for r in found.runs
+                                                    if r.info.id == old), "skipped": why or None}
+        for old, new, why in done], "lost_runs": found.lost_runs, "lost_rows": found.lost_rows,
+        "calibrations": len(found.calibrations)}
+    if args.json:
+        print_json(report)
+        return 0
+    print_table(f"salvaged from {source} into {target}", ["run there", "run here", "rows", ""],
+                [[r["source_id"], r["id"] if r["id"] is not None else "-", r["rows"],
+                  r["skipped"] or "copied"] for r in report["runs"]])
+    print(f"{sum(r['id'] is not None for r in report['runs'])} run(s) and "
+          f"{len(found.calibrations)} calibration(s) copied; unreadable: {found.lost_runs} "
+          f"run(s), {found.lost_rows} row(s)", file=sys.stderr)
     return 0

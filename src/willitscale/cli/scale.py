@@ -35,6 +35,7 @@ def compact_table(title: str, columns, rows, *, caption: str = "", file=None) ->
     name). Compact enough for a dozen columns in 80 terminal columns."""
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     from willitscale.cli.output import console
 
@@ -43,7 +44,7 @@ def compact_table(title: str, columns, rows, *, caption: str = "", file=None) ->
     for name, unit in columns:
         table.add_column(f"{name}\n[dim]{unit}[/dim]" if unit else name, justify="right")
     for row in rows:
-        table.add_row(*(str(v) for v in row))
+        table.add_row(*(Text(str(v)) for v in row))  # plain text, never rich markup
     console(file).print(table)
 
 

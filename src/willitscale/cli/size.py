@@ -102,7 +102,7 @@ def _gpu_figures(args: argparse.Namespace) -> tuple[float | None, float | None, 
             raise ConfigError("--gpu-tflops", args.gpu_tflops, "a number > 0")
         peak = args.gpu_tflops * 1e12
     if args.gpu_memory is not None:
-        memory = parse_size(args.gpu_memory, field="--gpu-memory", unit_required=True)
+        memory = parse_size(args.gpu_memory, field="--gpu-memory", unit_required=True, bits=False)
     return peak, memory, name
 
 

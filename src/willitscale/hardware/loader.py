@@ -51,6 +51,11 @@ _RATIO_RE = re.compile(r"(\d+)\s*([bB])\s*/\s*(\d+)\s*\2")
 _RS_RE = re.compile(r"RS\(\s*(\d+)\s*,\s*(\d+)\s*\)")
 
 
+def _memory_size(value, **kwargs) -> float:
+    """A memory capacity: bytes only (``80Gb`` would be 10 GB of bits: refused, see parse_size)."""
+    return parse_size(value, bits=False, **kwargs)
+
+
 def encoding_efficiency(encoding: str) -> float:
     """Data fraction of a line code: ``"128b/130b"`` -> 128/130; ``"242B/256B"`` (PCIe 6 FLIT)
     -> 242/256; ``"256b/257b+RS(544,514)"`` -> 256/257 x 514/544. Terms multiply."""
@@ -186,7 +191,8 @@ def read_gpu(name: str, t: Table, resolve: Resolve) -> Gpu:
     nic = t.str("default_nic", None)
     gpu = Gpu(
         name=name, display_name=t.str("display_name", name), vendor=t.str("vendor"),
-        memory=t.quantity("memory", parse_size, {"memory_GiB": 2.0**30, "memory_GB": 1e9}, positive=True),
+        memory=t.quantity("memory", _memory_size, {"memory_GiB": 2.0**30, "memory_GB": 1e9},
+                          positive=True),
         memory_bandwidth=t.quantity("memory_bandwidth", parse_bandwidth,
                                     {"memory_bandwidth_GBps": 1e9, "memory_bandwidth_TBps": 1e12}),
         peak_flops=_flops(t, "peak_TFLOPS"), sparse_peak_flops=_flops(t, "sparse_peak_TFLOPS"),

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
+from willitscale import units
 from willitscale.errors import ConfigError
 
 __all__ = ["DTYPES", "INTRA_TOPOLOGIES", "LinkKind", "Gpu", "Link", "Switch", "Node", "Cluster"]
@@ -57,6 +58,31 @@ def _positive(obj: object, name: str, value: float, *, allow_zero: bool = False)
                           "a number >= 0" if allow_zero else "a number > 0")
 
 
+#: the largest cluster any command models: 2^20 GPUs, about ten times today's largest training
+#: clusters (the planner places the ranks of awkward sizes one by one: O(GPUs) memory)
+MAX_GPUS = 2**20
+#: physical ranges: a value outside is a typo (a 1e-30 Gb/s or a 1 EB/s link), not hardware.
+#: (low, high, formatter, what the range covers); generous on both sides of every real device:
+#: emulated links run at 10 Mb/s, NVLink 5 at 900 GB/s one way, HBM at ~8 TB/s, a GPU at
+#: ~10 PFLOP/s sparse FP4.
+PHYSICAL = {
+    "bandwidth": (1e3 / 8, 1e15, "format_bandwidth", "1 kb/s to 1 PB/s"),
+    "latency": (0.0, 10.0, "format_time", "0 to 10 s"),
+    "memory": (2.0**20, 2.0**50, "format_size", "1 MiB to 1 PiB"),
+    "flops": (1e6, 1e18, "format_flop_rate", "1 MFLOP/s to 1 EFLOP/s"),
+}
+
+
+def _physical(obj: object, name: str, value: float, quantity: str) -> None:
+    """``value`` within :data:`PHYSICAL`'s range for ``quantity``, else the error that says so."""
+    low, high, formatter, text = PHYSICAL[quantity]
+    if low <= value <= high:
+        return
+    shown = getattr(units, formatter)(value)
+    raise ConfigError(f"{type(obj).__name__} {getattr(obj, 'name', '')!s}: {name}", shown,
+                      f"a {quantity} of {text}: {shown} is a typo, not hardware")
+
+
 def _frozen_mapping(obj: object, name: str) -> None:
     object.__setattr__(obj, name, MappingProxyType(dict(getattr(obj, name))))
 
@@ -89,11 +115,14 @@ class Gpu:
     def __post_init__(self) -> None:
         _positive(self, "memory", self.memory)
         _positive(self, "memory_bandwidth", self.memory_bandwidth)
+        _physical(self, "memory", self.memory, "memory")
+        _physical(self, "memory_bandwidth", self.memory_bandwidth, "bandwidth")
         for table in ("peak_flops", "sparse_peak_flops"):
             for dtype, value in getattr(self, table).items():
                 if dtype not in DTYPES:
                     raise ConfigError(f"Gpu {self.name}: {table} dtype", dtype, "one of " + ", ".join(DTYPES))
                 _positive(self, f"{table}[{dtype}]", value)
+                _physical(self, f"{table}[{dtype}]", value, "flops")
             _frozen_mapping(self, table)
         for dtype, sparse in self.sparse_peak_flops.items():
             dense = self.peak_flops.get(dtype)
@@ -148,6 +177,8 @@ class Link:
                               "one of " + ", ".join(INTRA_TOPOLOGIES))
         _positive(self, "bandwidth", self.bandwidth)
         _positive(self, "latency", self.latency, allow_zero=True)
+        _physical(self, "bandwidth", self.bandwidth, "bandwidth")
+        _physical(self, "latency", self.latency, "latency")
         if not 0 < self.efficiency <= 1:
             raise ConfigError(f"Link {self.name}: efficiency", self.efficiency, "a fraction in (0, 1]")
         for key in ("links", "lanes"):
@@ -198,6 +229,7 @@ class Switch:
         if isinstance(self.ports, bool) or not isinstance(self.ports, int) or self.ports < 1:
             raise ConfigError(f"Switch {self.name}: ports", self.ports, "an integer >= 1")
         _positive(self, "port_bandwidth", self.port_bandwidth)
+        _physical(self, "port_bandwidth", self.port_bandwidth, "bandwidth")
         object.__setattr__(self, "notes", tuple(self.notes))
 
     @property
@@ -321,6 +353,11 @@ class Cluster:
     def __post_init__(self) -> None:
         if self.nodes < 1:
             raise ConfigError("nodes", self.nodes, "an integer >= 1")
+        if self.nodes * self.node.gpus_per_node > MAX_GPUS:
+            raise ConfigError("nodes", self.nodes,
+                              f"at most {MAX_GPUS // self.node.gpus_per_node:,} nodes of "
+                              f"{self.node.gpus_per_node} GPUs ({MAX_GPUS:,} GPUs, about ten "
+                              "times today's largest training clusters)")
         object.__setattr__(self, "assumptions", tuple(self.assumptions))
         object.__setattr__(self, "warnings", tuple(self.warnings))
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from willitscale.errors import ConfigError
+from willitscale.hardware.model import MAX_GPUS
 from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
 from willitscale.scenario.batch import PlanBatch
 from willitscale.scenario.plan import RECOMPUTE
@@ -38,10 +39,9 @@ from willitscale.topology.placement import DEFAULT_ORDER, group_placement
 __all__ = ["SearchSpace", "SearchResult", "candidate_plans", "search", "search_plans"]
 
 MAX_TP = 64
-#: the largest cluster the search plans for. Awkward sizes (a prime number of nodes) place every
-#: rank of each distinct geometry once, O(GPUs) memory: 1,000,000 and 1,048,568 GPUs peaked at
-#: 0.21 GB RSS (llama3-8b, /usr/bin/time -v), ten times today's largest clusters.
-MAX_GPUS = 2 ** 20
+#: the largest cluster the search plans for (hardware.model.MAX_GPUS). Awkward sizes (a prime
+#: number of nodes) place every rank of each distinct geometry once, O(GPUs) memory: 1,000,000
+#: and 1,048,568 GPUs peaked at 0.21 GB RSS (llama3-8b, /usr/bin/time -v).
 MAX_CP = 16
 
 
@@ -199,6 +199,8 @@ def search(scenario, *, gpus: int, global_batch: int, space: SearchSpace = Searc
     """Search the plans of ``space`` for ``scenario``'s model and cluster (its plan is ignored)."""
 
     start = time.perf_counter()
+    if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
+        raise ConfigError("global_batch", global_batch, "an integer >= 1 (samples per optimizer step)")
     if gpus != scenario.cluster.gpus:
         raise ConfigError(f"--gpus {gpus} but the cluster has {scenario.cluster.gpus} GPUs")
     if gpus > MAX_GPUS:

@@ -50,5 +50,8 @@ def write_chrome_trace(timeline: Timeline, path: str | Path, *, steps: int = 1) 
     if not path.parent.is_dir():  # a typo must not make a directory tree
         raise ConfigError("trace path", str(path), f"a file in an existing directory: directory "
                                                    f"{path.parent} does not exist")
-    path.write_text(json.dumps(chrome_trace(timeline, steps=steps), allow_nan=False))
+    try:
+        path.write_text(json.dumps(chrome_trace(timeline, steps=steps), allow_nan=False))
+    except OSError as exc:  # disk full, no permission: name the file
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     return path

@@ -25,7 +25,7 @@ from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
 from willitscale.scenario.options import ParallelOptions
 from willitscale.scenario.plan import Plan
 from willitscale.scenario.validate import check_plan
-from willitscale.workload.transformer import Transformer
+from willitscale.workload.transformer import SHAPE_LIMITS, Transformer
 
 __all__ = ["DEFAULT_BUCKET_CAP_BYTES", "DEFAULT_FIRST_BUCKET_BYTES", "MIN_BUCKET_CAP_BYTES", "GRAD_DTYPES", "DTYPE_BYTES", "DdpOptions", "DataLoading", "Measured", "Scenario"]
 
@@ -146,8 +146,10 @@ class Scenario:
             raise ConfigError("memory_fraction", self.memory_fraction, "a fraction in (0, 1]")
         if self.params is not None and not self.params >= 1:
             raise ConfigError("params", self.params, "a parameter count >= 1, e.g. 2e9")
-        if isinstance(self.seq_len, bool) or not isinstance(self.seq_len, int) or self.seq_len < 1:
-            raise ConfigError("seq_len", self.seq_len, "an integer >= 1")
+        longest = SHAPE_LIMITS["seq_len"]
+        if isinstance(self.seq_len, bool) or not isinstance(self.seq_len, int) or \
+                not 1 <= self.seq_len <= longest:
+            raise ConfigError("seq_len", self.seq_len, f"an integer from 1 to {longest:,}")
         if (self.model is not None and self.model.position == "learned"
                 and self.seq_len > self.model.max_positions):
             raise ConfigError("seq_len", self.seq_len,

@@ -106,7 +106,12 @@ def load_model_toml(path: str | Path) -> Transformer:
 
 
 def _looks_like_path(text: str) -> bool:
-    return "/" in text or "\\" in text or text.endswith((".json", ".toml")) or Path(text).exists()
+    if "/" in text or "\\" in text or text.endswith((".json", ".toml")):
+        return True
+    try:
+        return Path(text).exists()
+    except OSError:  # longer than a file name may be: a (mistyped) name, not a path
+        return False
 
 
 def get_model(name_or_path: str | Path | Transformer) -> Transformer:
@@ -132,7 +137,10 @@ def get_model(name_or_path: str | Path | Transformer) -> Transformer:
 
 
 def _is_model_file(path: Path) -> bool:
-    return path.is_file() or (path.is_dir() and (path / "config.json").is_file())
+    try:
+        return path.is_file() or (path.is_dir() and (path / "config.json").is_file())
+    except OSError:  # e.g. a name longer than a path may be: it is not a file
+        return False
 
 
 def _load_path(path: Path) -> Transformer:

@@ -23,11 +23,21 @@ NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope", "alibi", "none")
 
 
+#: the largest value of each shape field a model may have: far above any model trained so far
+#: (Llama 3 405B: 126 layers, hidden 16,384, 128K context; vocabularies reach ~256K), low enough
+#: that a typo (1e9 layers) is refused instead of allocating tables of that size
+SHAPE_LIMITS = {"layers": 10_000, "hidden": 1_000_000, "heads": 100_000, "kv_heads": 100_000,
+                "head_dim": 100_000, "ffn_hidden": 10_000_000, "vocab": 100_000_000,
+                "max_positions": 100_000_000, "seq_len": 100_000_000,
+                "sliding_window": 100_000_000, "moe_experts": 100_000}
+
+
 def _positive_int(name: str, key: str, value: object, *, optional: bool = False) -> None:
     if optional and value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"model {name}: {key}", value, "an integer >= 1")
+    limit = SHAPE_LIMITS[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+        raise ConfigError(f"model {name}: {key}", value, f"an integer from 1 to {limit:,}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,8 +103,11 @@ class Transformer:
         if self.position == "learned" and self.seq_len > self.max_positions:
             raise ConfigError(f"model {self.name}: seq_len", self.seq_len,
                               f"<= max_positions = {self.max_positions} (learned positions)")
-        if isinstance(self.moe_experts, bool) or not isinstance(self.moe_experts, int) or self.moe_experts < 0:
-            raise ConfigError(f"model {self.name}: moe_experts", self.moe_experts, "an integer >= 0")
+        experts = self.moe_experts
+        if isinstance(experts, bool) or not isinstance(experts, int) or \
+                not 0 <= experts <= SHAPE_LIMITS["moe_experts"]:
+            raise ConfigError(f"model {self.name}: moe_experts", experts,
+                              f"an integer from 0 to {SHAPE_LIMITS['moe_experts']:,}")
         if self.moe_experts and not 1 <= self.moe_top_k <= self.moe_experts:
             raise ConfigError(f"model {self.name}: moe_top_k", self.moe_top_k,
                               f"between 1 and moe_experts = {self.moe_experts}")

@@ -12,7 +12,8 @@ from willitscale.errors import ConfigError, MissingDependency
 from willitscale.report.style import FIGSIZE, rc_params
 
 __all__ = ["Chart", "require_matplotlib", "new_figure", "styled", "write_charts", "svg_text",
-           "png_bytes", "FORMATS", "time_unit", "format_bytes_tick"]
+           "png_bytes", "FORMATS", "time_unit", "rate_unit", "format_bytes_tick",
+           "format_decimal_bytes_tick", "decimal_sizes", "legend_below"]
 
 FORMATS = ("png", "svg")
 
@@ -114,6 +115,36 @@ def time_unit(seconds: float) -> tuple[float, str]:
     if seconds < 10:
         return 1e-3, "ms"
     return 1.0, "s"
+
+
+def rate_unit(bytes_per_s: float) -> tuple[float, str]:
+    """``(divisor, label)`` for an axis of bandwidths up to ``bytes_per_s``, decimal as
+    nccl-tests (GB = 1e9): a 24 MB/s emulated link is drawn in MB/s, not as 0.024 GB/s."""
+    for scale, label in ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s")):
+        if bytes_per_s >= scale:
+            return scale, label
+    return 1.0, "B/s"
+
+
+def decimal_sizes(sizes) -> bool:
+    """Sizes swept in decimal units (1 MB, 2 MB, ...: not all powers of two): tick them so."""
+    return any(s > 0 and (s & (s - 1)) for s in (int(round(x)) for x in sizes))
+
+
+def format_decimal_bytes_tick(value: float, _pos=None) -> str:
+    """Message sizes in decimal units, as the sweep's flags gave them: 1 MB, 250 kB, 1 GB."""
+    for scale, suffix in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if value >= scale:
+            return f"{value / scale:g} {suffix}"
+    return f"{value:g} B"
+
+
+def legend_below(fig, handles, labels, *, width: float) -> None:
+    """One legend under the axes (never over the data), in as many columns as fit ``width``
+    inches: a long label drops to fewer columns instead of being cut off at the edge."""
+    widest = max((len(label) for label in labels), default=0) * 0.075 + 0.7  # inches per entry
+    ncol = max(1, min(len(labels), 3, int(width * 0.95 // widest)))
+    fig.legend(handles, labels, loc="outside lower center", ncol=ncol)
 
 
 def format_bytes_tick(value: float, _pos=None) -> str:

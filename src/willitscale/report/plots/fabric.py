@@ -65,7 +65,8 @@ def traffic_heatmap(matrix, *, gpus_per_node: int | None = None, unit: str = "by
         vmin, vmax = float(positive.min()), float(positive.max())
         norm = LogNorm(vmin=vmin, vmax=vmax if vmax > vmin else vmin * 10)
         image = ax.imshow(masked, cmap=cmap, norm=norm, interpolation="nearest", origin="upper")
-        bar = fig.colorbar(image, ax=ax, label=unit, shrink=0.85)
+        bar = fig.colorbar(image, ax=ax, shrink=0.85)
+        bar.set_label(f"{unit} sent, row GPU to column GPU (log scale)")
         from matplotlib.ticker import FuncFormatter
 
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from willitscale.errors import ConfigError
-from willitscale.report.plots.base import Chart, new_figure, styled
+from willitscale.report.plots.base import Chart, legend_below, new_figure, styled
 from willitscale.report.plots.scaling import log2_axis
 from willitscale.report.style import COLORS, WIDE
 
@@ -61,7 +61,7 @@ def _draw(ax, panel: RequirementPanel) -> None:
     ax.yaxis.set_minor_formatter(plain)
     ax.tick_params(axis="y", which="minor", labelsize=8)
     ax.set_xlabel("nodes")
-    ax.set_ylabel(f"line rate needed ({panel.link}, Gb/s)")
+    ax.set_ylabel(f"line rate needed (Gb/s)\n{panel.link}")
 
 
 @styled
@@ -82,8 +82,7 @@ def requirement_panels(panels: Sequence[RequirementPanel], *, share: float | Non
     for ax in axes:  # one legend for every panel: the same series, the same meaning
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
-    fig.legend(list(handles.values()), list(handles), loc="outside lower center",
-               ncol=min(3, len(handles)))
+    legend_below(fig, list(handles.values()), list(handles), width=fig.get_figwidth())
     what = (f"exposed communication at most {share:.0%} of the step" if share is not None
             else "communication hidden")
     full = f"{title}: {what}" if share is not None else title
