@@ -33,7 +33,8 @@ from willitscale.bench.environment import (
     torch_facts,
 )
 from willitscale.bench.lifeline import ParentWatch
-from willitscale.bench.options import OPTION_TYPES
+from willitscale.bench.kernel_options import BENCH_OPTION_TYPES as OPTION_TYPES
+from willitscale.bench.provenance import provenance_of
 from willitscale.errors import BenchmarkError, ConfigError, StoreError, WillItScaleError
 
 __all__ = ["Job", "JobResult", "run_job", "PEER_STOP_GRACE_S"]
@@ -133,7 +134,12 @@ def _environment(ctx) -> dict[str, Any]:
              "torch": torch_facts(ctx.torch, ctx.backend), "local_rank": ctx.local_rank}
     everyone = ctx.gather_objects(facts)
     devices = ctx.gather_objects(ctx.device_name)
-    return summarize_environment(everyone, backend=ctx.backend, device_names=devices)
+    from willitscale.results.store import now_iso
+
+    environment = summarize_environment(everyone, backend=ctx.backend, device_names=devices)
+    # one flat record (GPU, driver, CUDA, torch, clocks, date, host) stored with every run
+    environment["provenance"] = provenance_of(environment, date=now_iso())
+    return environment
 
 
 def _bench(job: Job, ctx, emit, environment) -> None:
@@ -145,6 +151,14 @@ def _bench(job: Job, ctx, emit, environment) -> None:
         from willitscale.bench.matmul import run_matmul
 
         run_matmul(ctx, job.options, emit)
+    elif job.kind == "attention":
+        from willitscale.bench.attention import run_attention
+
+        run_attention(ctx, job.options, emit)
+    elif job.kind == "bandwidth":
+        from willitscale.bench.bandwidth import run_bandwidth
+
+        run_bandwidth(ctx, job.options, emit)
     else:
         from willitscale.bench.train import run_train
 

@@ -21,6 +21,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from willitscale.bench.kernel_options import (
+    add_attention_args,
+    add_bandwidth_args,
+    kernel_options_from_args,
+)
 from willitscale.bench.options import (
     OPTIONS_ENV,
     add_collective_args,
@@ -35,6 +40,8 @@ _KINDS = {
     "collectives": (add_collective_args, "collective sweep with nccl-tests semantics (algbw, busbw, #wrong)"),
     "matmul": (add_matmul_args, "achieved FLOP/s of matrix products over sizes and dtypes"),
     "train": (add_train_args, "a DDP training step of a GPT-2-family model, and its parts"),
+    "attention": (add_attention_args, "SDPA forward/backward TFLOP/s per backend over sequence lengths"),
+    "bandwidth": (add_bandwidth_args, "HBM bandwidth of memory-bound kernels (copy, norm, AdamW)"),
 }
 
 #: what each benchmark answers, and examples
@@ -58,6 +65,18 @@ _ABOUT = {
               ("willitscale bench train --nproc 8 --model gpt2 --seq-len 1024 --batch 8 "
                "--dtype bfloat16",
                "willitscale bench train --nproc 2 --model gpt2-tiny")),
+    "attention": ("What TFLOP/s does each PyTorch SDPA backend (flash, cudnn, efficient, math) reach, "
+                  "forward and backward, causal and not, over sequence lengths? A backend that "
+                  "cannot run a shape is a row marked unsupported, with torch's reason. FLOPs: "
+                  "forward 4 b h s^2 d, backward 2.5x, causal half (the kernel skips the masked "
+                  "blocks).",
+                  ("willitscale bench attention --seq-lens 512,2048,8192,32768,131072 --head-dims 128",
+                   "willitscale bench attention --backends flash,math --causal causal --dtype float32 "
+                   "--seq-lens 256,512")),
+    "bandwidth": ("What HBM bandwidth do the memory-bound kernels of a training step reach (copy, "
+                  "add, GELU, LayerNorm, a fused AdamW step)? Bytes are counted from the operands.",
+                  ("willitscale bench bandwidth",
+                   "willitscale bench bandwidth --ops copy,adamw --sizes 1048576,16777216")),
 }
 
 
@@ -110,7 +129,8 @@ def run(kind: str, args: argparse.Namespace) -> int:
         from willitscale.report.plots.base import require_matplotlib
 
         require_matplotlib()
-    job = Job(kind=kind, options=options_from_args(kind, args), json=args.json, label=args.label,
+    make = kernel_options_from_args if kind in ("attention", "bandwidth") else options_from_args
+    job = Job(kind=kind, options=make(kind, args), json=args.json, label=args.label,
               store=not args.no_store, plot=os.path.abspath(plot) if plot else "")
     from willitscale.bench.watch import TIMEOUT_ENV, timeout_s
 
@@ -201,6 +221,10 @@ def table_of(kind: str, rows: Sequence[dict[str, Any]]):
         body = [[r["m"], r["n"], r["k"], r["type"], r["device"], _time_us(r["time_us"]),
                  _num(r["achieved_TFLOPS"], 3)] for r in rows]
         return "matmul", columns, units, body
+    if kind in ("attention", "bandwidth"):
+        from willitscale.cli.kernel_tables import kernel_table
+
+        return kernel_table(kind, rows)
     # one column per measured configuration, one line per quantity: fits 80 columns
     lines = [
         ("model", "", lambda r: r["model"]), ("parameters", "", lambda r: f"{r['params']:,}"),

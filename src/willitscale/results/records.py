@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from willitscale.collectives.metrics import algbw, busbw
 from willitscale.collectives.ops import Op
 from willitscale.errors import ConfigError
+from willitscale.results.kernel_records import AttentionRow, BandwidthRow
 
 __all__ = ["CollectiveRow", "MatmulRow", "TrainRow", "ROW_TYPES", "row_from_json", "BENCH_KINDS"]
 
@@ -177,7 +178,8 @@ class TrainRow:
                    else int(data["first_bucket_bytes"]))
 
 
-ROW_TYPES = {cls.kind: cls for cls in (CollectiveRow, MatmulRow, TrainRow)}
+ROW_TYPES = {cls.kind: cls for cls in (CollectiveRow, MatmulRow, TrainRow, AttentionRow,
+                                             BandwidthRow)}
 BENCH_KINDS = tuple(ROW_TYPES)
 
 
