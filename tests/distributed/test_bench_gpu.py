@@ -33,6 +33,8 @@ def test_ddp_step_on_gpus(cli):
     assert code == 0, err
     (row,) = json.loads(out)
     assert row["device"] != "cpu" and row["step_s"] > 0 and row["exposed_comm_s"] >= 0
+    # fp32 parameters, gradients and AdamW's two moments alone are 16 B per parameter
+    assert row["peak_reserved_bytes"] >= row["peak_allocated_bytes"] > 16 * row["params"]
 
 
 def test_matmul_on_gpu(cli):

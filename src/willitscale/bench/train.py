@@ -34,8 +34,8 @@ import statistics
 from collections.abc import Callable
 from contextlib import nullcontext
 
-from willitscale.bench.gpt import GPT, batches, load_text
-from willitscale.bench.models import bench_model
+from willitscale.bench.gpt import batches, load_text
+from willitscale.bench.models import bench_model, build_bench_model
 from willitscale.bench.options import TrainOptions
 from willitscale.bench.progress import progress
 from willitscale.results.records import TrainRow
@@ -50,7 +50,7 @@ def _build(ctx, opts: TrainOptions):
     from torch.nn.parallel import DistributedDataParallel
 
     torch.manual_seed(opts.seed)  # same initial weights on every rank (DDP also broadcasts them)
-    model = GPT(bench_model(opts.model)).to(ctx.device)
+    model = build_bench_model(bench_model(opts.model)).to(ctx.device)
     ddp = DistributedDataParallel(
         model, device_ids=[ctx.local_rank] if ctx.is_cuda else None,
         bucket_cap_mb=opts.bucket_bytes / 2**20, gradient_as_bucket_view=True)
@@ -119,6 +119,16 @@ def _params(shape) -> int:
     return param_count(shape).total
 
 
+def _peak_memory(ctx) -> tuple[int | None, int | None]:
+    """The largest peak (allocated, reserved) bytes over the ranks' GPUs; (None, None) on a CPU."""
+    if not ctx.is_cuda:
+        return None, None
+    cuda = ctx.torch.cuda
+    local = (int(cuda.max_memory_allocated(ctx.device)), int(cuda.max_memory_reserved(ctx.device)))
+    everyone = ctx.gather_objects(local)
+    return max(p[0] for p in everyone), max(p[1] for p in everyone)
+
+
 def run_train(ctx, opts: TrainOptions, emit: Callable[[TrainRow], None], *, nodes: int) -> None:
     shape = bench_model(opts.model)
     ctx.heartbeat.enter(f"train {opts.model}: building the model and DDP")
@@ -131,12 +141,15 @@ def run_train(ctx, opts: TrainOptions, emit: Callable[[TrainRow], None], *, node
         for _ in range(opts.warmup):
             _step(ctx, ddp, optimizer, data, opts, sync=True)
             bar.advance()
+        if ctx.is_cuda:  # the peak of the measured steps (warm-up's one-off buffers excluded)
+            ctx.torch.cuda.reset_peak_memory_stats(ctx.device)
         for _ in range(opts.steps):
             fwd, bwd, opt = _step(ctx, ddp, optimizer, data, opts, sync=True)
             synced.append((fwd, bwd, opt))
             bar.advance()
             unsynced.append(_step(ctx, ddp, optimizer, data, opts, sync=False)[:2])
             bar.advance()
+    peaks = _peak_memory(ctx)
     fwd, bwd, opt = _slowest_rank_means(ctx, synced)
     bwd_no_sync = _slowest_rank_means(ctx, unsynced)[1]
     first_bucket = _first_bucket_bytes(ctx, ddp, opts)
@@ -149,4 +162,5 @@ def run_train(ctx, opts: TrainOptions, emit: Callable[[TrainRow], None], *, node
                   batch_per_rank=opts.batch, ranks=ctx.world_size, nodes=nodes, dtype=opts.dtype,
                   bucket_bytes=opts.bucket_bytes, device=ctx.device_name, step=fwd + bwd + opt, forward=fwd,
                   backward=bwd, backward_no_sync=bwd_no_sync, optimizer=opt, steps=opts.steps,
-                  first_bucket_bytes=first_bucket))
+                  first_bucket_bytes=first_bucket, peak_allocated_bytes=peaks[0],
+                  peak_reserved_bytes=peaks[1]))

@@ -239,6 +239,10 @@ def table_of(kind: str, rows: Sequence[dict[str, Any]]):
         ("exposed communication", "(ms)", lambda r: _num(r["exposed_comm_s"] * 1e3, 1)),
         ("tokens/s", "", lambda r: f"{r['tokens_per_s']:,.0f}"),
     ]
+    if any(r.get("peak_allocated_bytes") is not None for r in rows):  # measured on a GPU
+        lines += [(f"peak {what}", "(GiB)", lambda r, k=f"peak_{what}_bytes":
+                   "-" if r.get(k) is None else _num(r[k] / 2**30, 2))
+                  for what in ("allocated", "reserved")]
     columns = ["", "unit", *[f"#{i}" if len(rows) > 1 else "measured" for i in range(len(rows))]]
     body = [[name, unit, *[value(r) for r in rows]] for name, unit, value in lines]
     units = None

@@ -138,6 +138,10 @@ class TrainRow:
     steps: int  #: measured steps of each kind
     #: the first DDP bucket's cap (bytes); None in runs stored before it was recorded
     first_bucket_bytes: int | None = None
+    #: the most bytes torch's caching allocator had allocated / reserved on this rank's GPU
+    #: during the measured steps (the slowest rank's); None on a CPU and in older runs
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
 
     @property
     def exposed_comm(self) -> float:
@@ -162,6 +166,8 @@ class TrainRow:
             "exposed_comm_s": self.exposed_comm, "steps": self.steps,
             "tokens_per_s": self.tokens_per_step / self.step,
             "first_bucket_bytes": self.first_bucket_bytes,
+            "peak_allocated_bytes": self.peak_allocated_bytes,
+            "peak_reserved_bytes": self.peak_reserved_bytes,
         }
 
     @classmethod
@@ -175,7 +181,9 @@ class TrainRow:
                    backward_no_sync=float(data["backward_no_sync_s"]),
                    optimizer=float(data["optimizer_s"]),
                    first_bucket_bytes=None if data.get("first_bucket_bytes") is None
-                   else int(data["first_bucket_bytes"]))
+                   else int(data["first_bucket_bytes"]),
+                   **{k: None if data.get(k) is None else int(data[k])
+                      for k in ("peak_allocated_bytes", "peak_reserved_bytes")})
 
 
 ROW_TYPES = {cls.kind: cls for cls in (CollectiveRow, MatmulRow, TrainRow, AttentionRow,
