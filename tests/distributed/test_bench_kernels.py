@@ -59,3 +59,12 @@ def test_bandwidth_rows_count_bytes_from_operands(cli):
     assert rows["adamw"]["size_bytes"] == 1_835_008 and rows["adamw"]["type"] == "float32"
     for r in rows.values():
         assert r["achieved_GBps"] == pytest.approx(r["size_bytes"] / (r["time_us"] * 1e-6) / 1e9)
+
+
+def test_fp8_matmul_through_scaled_mm_on_cpu(cli):
+    code, out, err = cli("bench", "matmul", "--nproc", "1", "--sizes", "64x32x48",
+                         "--dtypes", "fp8-tensorwise,fp8-rowwise", "-n", "2", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [r["type"] for r in rows] == ["float8_e4m3fn-tensorwise", "float8_e4m3fn-rowwise"]
+    assert all(r["flops"] == 2 * 64 * 32 * 48 and r["time_us"] > 0 for r in rows)
