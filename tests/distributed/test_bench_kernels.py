@@ -68,3 +68,25 @@ def test_fp8_matmul_through_scaled_mm_on_cpu(cli):
     rows = json.loads(out)
     assert [r["type"] for r in rows] == ["float8_e4m3fn-tensorwise", "float8_e4m3fn-rowwise"]
     assert all(r["flops"] == 2 * 64 * 32 * 48 and r["time_us"] > 0 for r in rows)
+
+
+def test_calibrate_profile_writes_sections_and_provenance_from_cpu_runs(cli, tmp_path):
+    # plumbing only: CPU rows fitted against an H100's peaks give meaningless constants; what is
+    # checked is that every kernel run becomes its section and the runs' provenance its table
+    for argv in (("bandwidth", "--ops", "copy", "--sizes", "65536,262144,1048576"),
+                 ("attention", "--backends", "flash", "--seq-lens", "128,256", "--head-dims", "32",
+                  "--hidden", "64", "--tokens", "256", "--causal", "causal", "--directions", "forward"),
+                 ("matmul", "--sizes", "64,128,256", "--dtypes", "bf16")):
+        code, _, err = cli("bench", *argv, "--nproc", "1", "-n", "2")
+        assert code == 0, err
+    out = tmp_path / "profile.toml"
+    code, _, err = cli("calibrate", "1", "2", "3", "--profile", "--gpu", "h100-sxm", "-o", str(out))
+    assert code == 0, err
+    from willitscale.hardware.calibration import load_calibration
+
+    cal = load_calibration(out)
+    assert {k: len(v) for k, v in cal.sections.items()} == {"memory": 1, "gemm": 1, "attention": 1}
+    assert cal.provenance.gpu == "h100-sxm" and cal.provenance.device == "cpu"
+    assert "# not recorded: driver (a CPU run)" in out.read_text()
+    (att,) = cal.section("attention")
+    assert (att.kernel, att.direction, att.causal, att.runs) == ("fa2", "forward", True, (2,))
