@@ -81,9 +81,9 @@ def fit_memory(rows: Sequence[BandwidthRow], *, runs: Iterable[int] = ()) -> Mem
     t = np.array([r.time for r in rows], float)
     design = np.column_stack([size / t, 1 / t])
     (x, c), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
-    if c < 0:  # no fixed cost visible: bandwidth alone
+    if c < 0 or x <= 0:  # no fixed cost visible (or noise hides the slope): bandwidth alone
         x, c = float(np.sum(size / t) / np.sum((size / t) ** 2)), 0.0
-    curve = MemoryCurve(bandwidth=1 / x, kernel_overhead=float(c), points=len(rows),
+    curve = MemoryCurve(bandwidth=float(1 / x), kernel_overhead=float(c), points=len(rows),
                         rms_error=0.0, runs=tuple(runs), source="willitscale bench bandwidth")
     rms = _rms_relative([memory_time(curve, s) for s in size], t)
     return MemoryCurve(bandwidth=curve.bandwidth, kernel_overhead=curve.kernel_overhead,
@@ -95,7 +95,7 @@ def _attention_group(rows: Sequence[AttentionRow], peak: float, runs) -> Attenti
     s = np.array([r.seq_len for r in rows], float)
     rate = np.array([r.flop_rate for r in rows], float)
     (a, b), *_ = np.linalg.lstsq(np.column_stack([rate, rate / s]), np.ones_like(s), rcond=None)
-    if b < 0:  # no rise with length visible: a flat rate
+    if b < 0 or a <= 0:  # no rise with length visible: a flat rate
         a, b = float(np.sum(rate) / np.sum(rate**2)), 0.0
     eff = 1 / (peak * a)
     if not 0 < eff <= 1:
