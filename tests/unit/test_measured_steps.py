@@ -108,3 +108,23 @@ def test_a_synthetic_file_must_say_how_it_was_made(tmp_path):
     path.write_text(text)
     with pytest.raises(ConfigError, match="generated_by"):
         load_steps(path)
+
+
+def test_steps_from_train_rows_keep_one_gpu_rows_with_a_peak(tmp_path):
+    from willitscale.calibrate.measured_steps import steps_from_train_rows, steps_toml
+    from willitscale.results.records import TrainRow
+
+    common = dict(model="gpt2", layers=12, hidden=768, heads=12, vocab=50257, seq_len=1024,
+                  params=124_439_808, batch_per_rank=8, nodes=1, dtype="bfloat16",
+                  bucket_bytes=2**20, step=0.05, forward=0.015, backward=0.03,
+                  backward_no_sync=0.03, optimizer=0.005, steps=10)
+    gpu = TrainRow(**common, ranks=1, device="NVIDIA H100 80GB HBM3", peak_allocated_bytes=9 * 2**30,
+                   peak_reserved_bytes=10 * 2**30)
+    cpu = TrainRow(**common, ranks=1, device="cpu")
+    steps, notes = steps_from_train_rows([(4, [gpu]), (5, [cpu])])
+    assert len(steps) == 1 and steps[0].run == 4 and steps[0].peak_allocated == 9 * 2**30
+    assert len(notes) == 1 and "run 5" in notes[0]
+    path = tmp_path / "steps.toml"
+    path.write_text(steps_toml(steps, synthetic=False))
+    back = load_steps(path)
+    assert not back.synthetic and back.steps == tuple(steps)

@@ -57,7 +57,7 @@ def measured_profile(runs: Sequence[MeasuredRun], provenance: Sequence[Mapping[s
                      gpu: Gpu, created: str) -> tuple[Calibration, list[str]]:
     """The profile of kernel runs (``provenance``: each run's stored record, same order)."""
     by_kind = {kind: [r for r in runs if r.kind == kind] for kind in PROFILE_RUN_KINDS}
-    other = [r.id for r in runs if r.kind not in PROFILE_RUN_KINDS]
+    other = [r.id for r in runs if r.kind not in (*PROFILE_RUN_KINDS, "train")]
     notes = [f"runs {other} are not kernel sweeps: left out"] if other else []
     sections: dict[str, tuple] = {}
     bandwidth = gpu.memory_bandwidth

@@ -38,7 +38,7 @@ from willitscale.hardware.calibration import Calibration
 from willitscale.hardware.profile import Provenance
 
 __all__ = ["MeasuredStep", "StepsFile", "load_steps", "role_of", "fit_constants", "compare_steps",
-           "StepComparison", "Comparison", "TOLERANCE", "FIT_MODELS", "steps_toml"]
+           "StepComparison", "Comparison", "TOLERANCE", "FIT_MODELS", "steps_toml", "steps_from_train_rows"]
 
 FIT_MODELS = ("gpt2",)  #: the only steps the fit may see (issue 18: "at most GPT-2 small")
 TOLERANCE = 0.10  #: issue 18's acceptance: test rows within 10% on step time and peak memory
@@ -190,3 +190,20 @@ def steps_toml(steps: Sequence[MeasuredStep], *, synthetic: bool, generated_by: 
                   f"step_s = {fmt_number(s.step)}", f"peak_allocated_bytes = {int(round(s.peak_allocated))}",
                   f"peak_reserved_bytes = {int(round(s.peak_reserved))}", f"run = {s.run}"]
     return "\n".join(lines) + "\n"
+
+
+def steps_from_train_rows(rows_by_run: Sequence[tuple[int, Sequence]]) -> tuple[list[MeasuredStep], list[str]]:
+    """Steps from ``bench train`` rows (``(run id, rows)``): one-rank GPU rows with a peak; the
+    others are named in the notes (a CPU row has no allocator peak; a DDP step over several
+    ranks is not a one-GPU step)."""
+    steps, notes = [], []
+    for run_id, rows in rows_by_run:
+        for r in rows:
+            if r.ranks != 1 or r.peak_allocated_bytes is None:
+                notes.append(f"run {run_id} ({r.model}, {r.ranks} ranks, {r.device}): not a one-GPU "
+                             "step with a measured peak; left out of the steps file")
+                continue
+            steps.append(MeasuredStep(model=r.model, batch=r.batch_per_rank, seq_len=r.seq_len,
+                                      dtype=r.dtype, step=r.step, peak_allocated=r.peak_allocated_bytes,
+                                      peak_reserved=r.peak_reserved_bytes, run=run_id))
+    return steps, notes

@@ -136,6 +136,23 @@ def _profile(args, runs, stored, created):
     return measured_profile(runs, records, gpu=get_gpu(args.gpu), created=created)
 
 
+def _write_steps(path: Path, runs, provenance) -> list[str]:
+    """With train runs among the profile's: their one-GPU steps in a steps file beside it
+    (``validate --profile FILE --steps FILE`` compares them)."""
+    from willitscale.calibrate.measured_steps import steps_from_train_rows, steps_toml
+
+    trains = [(r.id, r.rows) for r in runs if r.kind == "train"]
+    if not trains:
+        return []
+    steps, notes = steps_from_train_rows(trains)
+    if steps:
+        out = path.with_name(path.stem + "-steps.toml")
+        write_text(out, steps_toml(steps, synthetic=False, provenance=provenance,
+                                   header=f"Measured training steps (bench train), runs {[i for i, _ in trains]}"))
+        print(f"steps: {out} ({len(steps)} steps): willitscale validate --profile {path} --steps {out}")
+    return notes
+
+
 def run(args: argparse.Namespace) -> int:
     from willitscale.calibrate.build import calibrate
     from willitscale.calibrate.runs import measured_run
@@ -159,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
             text = with_absent_notes(text, stored[0].info.environment.get("provenance") or {})
         write_text(path, text)
         store.add_calibration(path=str(path.resolve()), runs=cal.runs, toml=text)
+        if args.profile:
+            notes += _write_steps(path, runs, cal.provenance)
     if args.json:
         print_json({"path": str(path), "toml": text, "notes": notes,
                     "links": [{"level": link.level, "bandwidth_GBps": link.bandwidth / 1e9,
