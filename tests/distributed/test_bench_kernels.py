@@ -13,7 +13,7 @@ pytestmark = pytest.mark.distributed
 
 
 def test_attention_rows_name_backend_flops_and_unsupported_reasons(cli):
-    code, out, err = cli("bench", "attention", "--nproc", "1", "--backends", "flash,cudnn,efficient,math",
+    code, out, err = cli("bench", "attention", "--nproc", "1", "--backend", "gloo", "--backends", "flash,cudnn,efficient,math",
                          "--seq-lens", "128,256", "--head-dims", "32", "--hidden", "64",
                          "--tokens", "256", "--math-max-seq", "128", "--dtype", "float32",
                          "-w", "1", "-n", "2", "--json")
@@ -45,7 +45,7 @@ def test_attention_rows_name_backend_flops_and_unsupported_reasons(cli):
 
 
 def test_bandwidth_rows_count_bytes_from_operands(cli):
-    code, out, err = cli("bench", "bandwidth", "--nproc", "1", "--ops", "copy,add,layer_norm,adamw",
+    code, out, err = cli("bench", "bandwidth", "--nproc", "1", "--backend", "gloo", "--ops", "copy,add,layer_norm,adamw",
                          "--sizes", "65536", "--hidden", "1024", "--dtype", "float32", "-w", "1",
                          "-n", "3", "--json")
     assert code == 0, err
@@ -62,7 +62,7 @@ def test_bandwidth_rows_count_bytes_from_operands(cli):
 
 
 def test_fp8_matmul_through_scaled_mm_on_cpu(cli):
-    code, out, err = cli("bench", "matmul", "--nproc", "1", "--sizes", "64x32x48",
+    code, out, err = cli("bench", "matmul", "--nproc", "1", "--backend", "gloo", "--sizes", "64x32x48",
                          "--dtypes", "fp8-tensorwise,fp8-rowwise", "-n", "2", "--json")
     assert code == 0, err
     rows = json.loads(out)
@@ -77,7 +77,7 @@ def test_calibrate_profile_writes_sections_and_provenance_from_cpu_runs(cli, tmp
                  ("attention", "--backends", "flash", "--seq-lens", "128,256", "--head-dims", "32",
                   "--hidden", "64", "--tokens", "256", "--causal", "causal", "--directions", "forward"),
                  ("matmul", "--sizes", "64,128,256", "--dtypes", "bf16")):
-        code, _, err = cli("bench", *argv, "--nproc", "1", "-n", "2")
+        code, _, err = cli("bench", *argv, "--nproc", "1", "--backend", "gloo", "-n", "2")
         assert code == 0, err
     out = tmp_path / "profile.toml"
     code, _, err = cli("calibrate", "1", "2", "3", "--profile", "--gpu", "h100-sxm", "-o", str(out))

@@ -67,7 +67,7 @@ def test_built_model_has_the_workload_parameter_count(name):
 def test_llama_style_step_on_cpu(cli):
     import json
 
-    code, out, err = cli("bench", "train", "--nproc", "1", "--model", "llama-tiny", "--seq-len", "64",
+    code, out, err = cli("bench", "train", "--nproc", "1", "--backend", "gloo", "--model", "llama-tiny", "--seq-len", "64",
                          "--batch", "2", "--steps", "2", "-w", "1", "--json")
     assert code == 0, err
     (row,) = json.loads(out)
