@@ -89,6 +89,7 @@ def run_attention(ctx, opts: AttentionOptions, emit: Callable[[AttentionRow], No
             ctx.heartbeat.enter(what, waits=False)
             status, reason, local = _measure(ctx, opts, backend, shape, causal, direction)
             # every rank runs the same points, so every rank takes the same branch here
+            ctx.heartbeat.enter(f"{what}: the slowest rank's time")
             seconds = ctx.reduce_time(local, "max") if status == "ok" else None
             emit(AttentionRow(backend=backend, direction=direction, causal=causal,
                               dtype=opts.dtype, batch=batch, heads=heads, seq_len=seq,

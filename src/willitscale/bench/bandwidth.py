@@ -81,6 +81,7 @@ def run_bandwidth(ctx, opts: BandwidthOptions, emit: Callable[[BandwidthRow], No
                 except RuntimeError as exc:
                     raise BenchmarkError(f"{what} failed on {ctx.device_name}: {exc}") from None
                 local = time_calls(ctx, call, opts.iters)
+                ctx.heartbeat.enter(f"{what}: the slowest rank's time")
                 seconds = ctx.reduce_time(local, "max")
                 width = torch.empty((), dtype=getattr(torch, dtype)).element_size()
                 if op == "layer_norm":
