@@ -13,6 +13,8 @@
 # platformdirs: WILLITSCALE_HOME is set). pytest for the `tests` stage: the machine's, else
 # wheels carried in .gpu_wheels (pip download -d .gpu_wheels --only-binary=:all:
 # --python-version 3.12 pytest), else the stage says it was skipped.
+# The provenance each run stores reads the clocks when the run starts (the GPU may be idle);
+# logs/<stage>-clocks.csv samples the SM/memory clocks, power and temperature under load.
 # CAPTURE_QUICK=1 shrinks every sweep to seconds (a smoke test of this script on a CPU);
 # CAPTURE_GPU names the catalog GPU when nvidia-smi cannot (the profile stage needs one).
 set -u
@@ -125,12 +127,22 @@ print(" ".join(str(r["id"]) for r in runs if r["kind"] in ("matmul", "attention"
   W results export --format json -o "$DEST/results.json"
 }
 
+clock_log() {  # the GPU's clocks, power and temperature every 0.5 s while a stage runs
+  command -v nvidia-smi > /dev/null || return 0
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
+    --format=csv -lms 500 > "$DEST/logs/$1-clocks.csv" 2>&1 &
+  CLOCK_PID=$!
+}
+
 STAGES=${*:-env tests matmul attention64 attention128 bandwidth train_gpt2 train_llama profile}
 for s in $STAGES; do
   start=$(date +%s)
   echo "== $s ($(date -u +%T))"
+  CLOCK_PID=""
+  clock_log "$s"
   "stage_$s" > "$DEST/logs/$s.log" 2>&1
   rc=$?
+  [ -n "$CLOCK_PID" ] && kill "$CLOCK_PID" 2>/dev/null
   echo "$s rc=$rc $(( $(date +%s) - start ))s" | tee -a "$DEST/status.txt"
   tail -5 "$DEST/logs/$s.log"
   rm -rf "$DEST/home" && cp -r "$CAPTURE_HOME" "$DEST/home"

@@ -7,6 +7,7 @@ run a shape (no kernel for this device, dtype or head dim; out of memory) gives 
 the error -- never a crash. The unfused MATH backend, which stores the ``s x s`` scores, is
 ``skipped`` above ``math_max_seq``. FLOP counts: :func:`willitscale.results.kernel_records.attention_flops`.
 
+The inputs require gradients (a training forward: the kernel saves what its backward needs).
 The backward is timed as ``torch.autograd.grad`` of one forward's output, the graph kept
 (``retain_graph``): the backward kernels only, no forward, no gradient accumulation.
 """
@@ -31,10 +32,12 @@ def _reason(exc: BaseException, caught: list) -> str:
 
 
 def _calls(torch, q, k, v, causal: bool, direction: str) -> Callable[[], object]:
+    """The call to time. Inputs require gradients in both passes: a training forward (a kernel
+    may take another path, or skip saving its statistics, when no backward will follow)."""
     sdpa = torch.nn.functional.scaled_dot_product_attention
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
     if direction == "forward":
         return lambda: sdpa(q, k, v, is_causal=causal)
-    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
     out = sdpa(q, k, v, is_causal=causal)
     grad = torch.randn_like(out)
     return lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
