@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from willitscale.cli.plot_flag import add_plot_flag
+from willitscale.cli.validate_steps import add_steps_flags, run_steps
 
 __all__ = ["register"]
 
@@ -26,13 +27,9 @@ def register(subparsers) -> None:
     p.add_argument("run_ids", type=int, nargs="*", metavar="RUN_ID",
                    help="stored runs to predict (default: every run the calibration can predict)")
     p.add_argument("--calibration", default=None, help="a calibration file (default: the latest)")
-    p.add_argument("--profile", default=None, metavar="FILE",
-                   help="a measured profile (format 2); with --steps: predict measured training "
-                        "steps from its curves (GPT-2 small steps fit, the others are tests)")
-    p.add_argument("--steps", default=None, metavar="FILE",
-                   help="measured training steps (tests/data/gpu-profile/ has the format)")
     p.add_argument("--json", action="store_true")
     add_plot_flag(p)
+    add_steps_flags(p)
     p.set_defaults(run=run)
 
 
@@ -57,9 +54,7 @@ def _calibration(store, path: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.profile or args.steps:
-        from willitscale.cli.validate_steps import run_steps
-
+    if args.profile or args.steps:  # measured training steps vs a measured profile
         return run_steps(args)
     from willitscale.calibrate.runs import measured_run
     from willitscale.calibrate.validate import Skipped, compare

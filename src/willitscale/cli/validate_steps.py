@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["run_steps"]
+__all__ = ["run_steps", "add_steps_flags"]
+
+
+def add_steps_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default=None, metavar="FILE",
+                   help="a measured profile (format 2); with --steps: predict measured training "
+                        "steps from its curves (GPT-2 small steps fit, the others are tests)")
+    p.add_argument("--steps", default=None, metavar="FILE",
+                   help="measured training steps (tests/data/gpu-profile/ has the format)")
 
 
 def _pct(x: float) -> str:
