@@ -76,10 +76,10 @@ def measured_profile(runs: Sequence[MeasuredRun], provenance: Sequence[Mapping[s
     if gemms:
         sections["gemm"] = tuple(gemms)
     curves = []
-    for r in by_kind["attention"]:
-        for dtype in sorted({row.dtype for row in r.rows}):
-            curves += fit_attention([row for row in r.rows if row.dtype == dtype],
-                                    peak=_peak(gpu, dtype), runs=[r.id])
+    attention_ids = [r.id for r in by_kind["attention"]]  # every run's rows: one curve per key
+    for dtype in sorted({row.dtype for r in by_kind["attention"] for row in r.rows}):
+        rows = [row for r in by_kind["attention"] for row in r.rows if row.dtype == dtype]
+        curves += fit_attention(rows, peak=_peak(gpu, dtype), runs=attention_ids)
     if curves:
         sections["attention"] = tuple(curves)
     if not sections:
