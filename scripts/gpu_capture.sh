@@ -71,8 +71,11 @@ print(p)' || true
 stage_tests() {
   if ! "$PY" -c 'import pytest' 2>/dev/null; then
     if [ -d .gpu_wheels ]; then
-      "$PY" -m pip install -q --no-index --find-links .gpu_wheels --target .gpu_capture/pylib pytest &&
+      if "$PY" -m pip install -q --no-index --find-links .gpu_wheels --target .gpu_capture/pylib pytest; then
         export PYTHONPATH=$PYTHONPATH:$PWD/.gpu_capture/pylib
+      else  # no pip: pure-Python wheels import from the zip files themselves
+        for w in "$PWD"/.gpu_wheels/*.whl; do export PYTHONPATH=$PYTHONPATH:$w; done
+      fi
     fi
   fi
   if ! "$PY" -c 'import pytest' 2>/dev/null; then echo "SKIPPED: no pytest here"; return 3; fi
