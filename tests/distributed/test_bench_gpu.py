@@ -85,3 +85,13 @@ def test_fp8_matmul_beats_bf16_on_hopper(cli):
     # H100 SXM datasheet: 1,979 dense FP8 vs 989 dense BF16 TFLOP/s (2x); 1.2x is a floor
     assert rate["float8_e4m3fn-tensorwise"] > 1.2 * rate["bfloat16"]
     assert rate["float8_e4m3fn-rowwise"] > 1.2 * rate["bfloat16"]
+
+
+def test_llama_1b_step_on_gpu_with_peak_memory(cli):
+    code, out, err = cli("bench", "train", "--nproc", "1", "--model", "llama-1b", "--seq-len", "2048",
+                         "--batch", "1", "--steps", "2", "-w", "1", "--dtype", "bfloat16", "--json")
+    assert code == 0, err
+    (row,) = json.loads(out)
+    assert row["params"] == 1_235_814_400 and row["step_s"] > 0
+    # fp32 parameters, gradients and AdamW's two moments: 16 B x 1.236e9 = 19.8 GB at least
+    assert row["peak_allocated_bytes"] > 16 * row["params"]

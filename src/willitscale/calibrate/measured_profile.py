@@ -24,6 +24,11 @@ from willitscale.hardware.profile import Provenance
 __all__ = ["measured_profile", "profile_provenance", "PROFILE_RUN_KINDS", "with_absent_notes"]
 
 PROFILE_RUN_KINDS = ("matmul", "attention", "bandwidth")
+#: streaming multiprocessors, for the GEMM wave factor: NVIDIA H100 Tensor Core GPU Architecture
+#: whitepaper (H100 SXM5 132 SMs, H100 PCIe 114; H200 is the same GH100 as H100 SXM5), NVIDIA
+#: A100 Tensor Core GPU Architecture whitepaper (108 SMs). Others: 132 (the fit's default).
+#: (The compute model's curves.toml carries these per GPU; use it once the branches meet.)
+SMS = {"h100-sxm": 132, "h100-pcie": 114, "h200-sxm": 132, "a100-80gb-sxm": 108, "a100-40gb-sxm": 108}
 
 
 def _peak(gpu: Gpu, dtype: str) -> float:
@@ -72,7 +77,8 @@ def measured_profile(runs: Sequence[MeasuredRun], provenance: Sequence[Mapping[s
     for dtype in sorted({row.dtype for r in by_kind["matmul"] for row in r.rows}):
         ids = [r.id for r in by_kind["matmul"] if any(row.dtype == dtype for row in r.rows)]
         rows = [row for r in by_kind["matmul"] for row in r.rows if row.dtype == dtype]
-        gemms.append(fit_gemm(rows, peak=_peak(gpu, dtype), bandwidth=bandwidth, runs=ids))
+        gemms.append(fit_gemm(rows, peak=_peak(gpu, dtype), bandwidth=bandwidth,
+                              sms=SMS.get(gpu.name, 132), runs=ids))
     if gemms:
         sections["gemm"] = tuple(gemms)
     curves = []
