@@ -16,6 +16,9 @@ and the comparison ``validate --profile FILE --steps FILE`` prints (pure but for
     peak_allocated_bytes = ...   # torch.cuda.max_memory_allocated over the measured steps
     peak_reserved_bytes = ...
     run = 12                     # the stored run it came from (0: none)
+    forward_s = 0.04             # optional: the parts bench train measured (not compared yet)
+    backward_s = 0.075
+    optimizer_s = 0.0084
 
 **The fit/test rule** (issue 18, fixed before any constant is chosen): the profile's curves
 come from the kernel sweeps; of the steps, only GPT-2 small's (``model = "gpt2"``) may set the
@@ -54,13 +57,20 @@ class MeasuredStep:
     peak_allocated: float
     peak_reserved: float
     run: int = 0
+    #: the step's parts as bench train measured them (seconds; None when not recorded): kept for
+    #: analysis, not compared (the step model does not split a step by pass yet)
+    forward: float | None = None
+    backward: float | None = None
+    optimizer: float | None = None
 
     @classmethod
     def from_table(cls, t: Table) -> MeasuredStep:
         out = cls(model=t.str("model"), batch=t.int("batch", min=1), seq_len=t.int("seq_len", min=1),
                   dtype=t.str("dtype", "bfloat16"), step=t.float("step_s", positive=True),
                   peak_allocated=t.float("peak_allocated_bytes", positive=True),
-                  peak_reserved=t.float("peak_reserved_bytes", positive=True), run=t.int("run", 0, min=0))
+                  peak_reserved=t.float("peak_reserved_bytes", positive=True), run=t.int("run", 0, min=0),
+                  **{part: t.float(f"{part}_s", None, positive=True)
+                     for part in ("forward", "backward", "optimizer")})
         t.done()
         return out
 
@@ -189,6 +199,8 @@ def steps_toml(steps: Sequence[MeasuredStep], *, synthetic: bool, generated_by: 
                   f"seq_len = {s.seq_len}", f"dtype = {fmt_string(s.dtype)}",
                   f"step_s = {fmt_number(s.step)}", f"peak_allocated_bytes = {int(round(s.peak_allocated))}",
                   f"peak_reserved_bytes = {int(round(s.peak_reserved))}", f"run = {s.run}"]
+        lines += [f"{part}_s = {fmt_number(getattr(s, part))}" for part in ("forward", "backward", "optimizer")
+                  if getattr(s, part) is not None]
     return "\n".join(lines) + "\n"
 
 
@@ -205,5 +217,6 @@ def steps_from_train_rows(rows_by_run: Sequence[tuple[int, Sequence]]) -> tuple[
                 continue
             steps.append(MeasuredStep(model=r.model, batch=r.batch_per_rank, seq_len=r.seq_len,
                                       dtype=r.dtype, step=r.step, peak_allocated=r.peak_allocated_bytes,
-                                      peak_reserved=r.peak_reserved_bytes, run=run_id))
+                                      peak_reserved=r.peak_reserved_bytes, run=run_id,
+                                      forward=r.forward, backward=r.backward, optimizer=r.optimizer))
     return steps, notes
