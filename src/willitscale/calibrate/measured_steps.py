@@ -118,7 +118,8 @@ def fit_constants(cal: Calibration, steps: Sequence[MeasuredStep]) -> tuple[Step
     raws = [raw_step(cal, _shape(s.model), batch=s.batch, seq_len=s.seq_len, dtype=s.dtype) for s in fit]
     return StepConstants(
         step_overhead=max(0.0, statistics.median(s.step - r.step for s, r in zip(fit, raws, strict=True))),
-        memory_scale=statistics.median(s.peak_allocated / r.peak_allocated for s, r in zip(fit, raws, strict=True)),
+        memory_scale=statistics.median((s.peak_allocated - r.peak_state) / (r.peak_allocated - r.peak_state)
+                                       for s, r in zip(fit, raws, strict=True)),
         reserved_ratio=max(1.0, statistics.median(s.peak_reserved / s.peak_allocated for s in fit)),
     ), len(fit)
 

@@ -18,14 +18,18 @@ same profile, this module should ask them instead. Per step, with ``T = b s`` to
   matmul inputs and outputs bf16), plus the fixed cost of each kernel launched
   (:data:`KERNELS_PER_LAYER`).
 * **Fitted on the fit rows** (GPT-2 small steps): ``step_overhead`` (seconds each step spends
-  outside these kernels: Python, DDP's hooks, launch gaps) and ``memory_scale`` and
-  ``reserved_ratio`` (measured peak allocated over the count below; reserved over allocated).
+  outside these kernels: Python, DDP's hooks, launch gaps), ``memory_scale`` (what multiplies
+  the activation part of the peak below to give the measured peak) and ``reserved_ratio``
+  (reserved over allocated).
 
-Peak allocated memory: fp32 parameters, gradients and AdamW's two moments (16 B per parameter),
-the bf16 copies autocast makes of the matmul weights and keeps for the backward (2 B per
-parameter), the activations the forward keeps (:func:`willitscale.memory.activations.activation_memory`,
-FlashAttention, no dropout, 2-byte activations), and the logits' gradient at the start of the
-backward (fp32 and its bf16 cast, 6 B per logit).
+Peak allocated memory = the state, counted exactly and never scaled -- fp32 parameters,
+gradients (DDP's bucket views) and AdamW's two moments (16 B per parameter) and the bf16 copies
+autocast makes of the weights and keeps for the backward (2 B per parameter) -- plus
+``memory_scale`` x the activation part: what the forward keeps
+(:func:`willitscale.memory.activations.activation_memory`, FlashAttention, no dropout, 2-byte
+activations) and the logits' gradient at the start of the backward (fp32 and its bf16 cast,
+6 B per logit). The scale stands for what the count leaves out (the fp32 residual stream under
+autocast, the allocator's rounding, workspaces), which grows with the activations, not the state.
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ OPTIMIZER_BYTES_PER_PARAM = 72
 #: kernels one layer launches forward (norms, casts, GEMMs, attention, activation, adds) and
 #: backward (about twice as many), for the fixed cost per kernel
 KERNELS_PER_LAYER = {"forward": 16, "backward": 32}
+#: fp32 parameter, gradient, two AdamW moments (4 B each) and the bf16 weight copy (2 B)
+STATE_BYTES_PER_PARAM = 4 + 4 + 8 + 2
+LOGIT_GRAD_BYTES = 4 + 2  #: the logits' fp32 gradient and its bf16 cast
 #: which attention curve stands for SDPA's default choice, first found wins
 KERNEL_PREFERENCE = ("fa2", "cudnn", "mem-efficient", "fa3")
 AUTOCAST_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -86,6 +93,7 @@ class StepPrediction:
     overhead: float
     peak_allocated: float  #: bytes
     peak_reserved: float
+    peak_state: float  #: the part of peak_allocated that is state (never scaled)
 
 
 def _gemms(shape: Transformer, tokens: int) -> list[tuple[int, int, int]]:
@@ -145,17 +153,19 @@ def raw_step(cal: Calibration, shape: Transformer, *, batch: int, seq_len: int,
     kernels = shape.layers * sum(KERNELS_PER_LAYER.values())
     memory_s = memory_time(memory, moved) + (kernels - 1) * memory.kernel_overhead
     acts = activation_memory(shape, seq_len, batch, flash_attention=True, dropout=False, dtype_bytes=2)
-    peak = 16 * params + 2 * params + float(acts.total) + 6 * tokens * shape.vocab
+    state = STATE_BYTES_PER_PARAM * params
+    peak = state + float(acts.total) + LOGIT_GRAD_BYTES * tokens * shape.vocab
     return StepPrediction(step=gemm_s + attn_s + memory_s, gemm=gemm_s, attention=attn_s,
-                          memory_bound=memory_s, overhead=0.0, peak_allocated=peak, peak_reserved=peak)
+                          memory_bound=memory_s, overhead=0.0, peak_allocated=peak,
+                          peak_reserved=peak, peak_state=state)
 
 
 def predict_step(cal: Calibration, shape: Transformer, constants: StepConstants, *, batch: int,
                  seq_len: int, dtype: str = "bfloat16") -> StepPrediction:
     """:func:`raw_step` with the fitted constants applied."""
     raw = raw_step(cal, shape, batch=batch, seq_len=seq_len, dtype=dtype)
-    allocated = raw.peak_allocated * constants.memory_scale
+    allocated = raw.peak_state + (raw.peak_allocated - raw.peak_state) * constants.memory_scale
     return StepPrediction(step=raw.step + constants.step_overhead, gemm=raw.gemm,
                           attention=raw.attention, memory_bound=raw.memory_bound,
                           overhead=constants.step_overhead, peak_allocated=allocated,
-                          peak_reserved=allocated * constants.reserved_ratio)
+                          peak_reserved=allocated * constants.reserved_ratio, peak_state=raw.peak_state)
