@@ -1,8 +1,9 @@
-"""``willitscale bench collectives|matmul|train``: measure this machine or cluster.
+"""``willitscale bench collectives|matmul|train|attention|bandwidth``: measure this machine or cluster.
 
 What does this machine or cluster really achieve? Collective sweeps with nccl-tests' semantics
-(algbw, busbw, a correctness count), matmul FLOP/s, and a DDP training step split into its
-parts, through torch.distributed (NCCL on GPUs, Gloo on CPUs). Every run is kept in the results
+(algbw, busbw, a correctness count), matmul FLOP/s (BF16, FP8), attention per SDPA backend,
+memory-bound kernels' bandwidth, and a DDP training step split into its parts, through
+torch.distributed (NCCL on GPUs, Gloo on CPUs). Every run is kept in the results
 store. docs/measure.md.
 
 Three ways to start the ranks: ``--nproc N`` here (the built-in spawner), ``torchrun ... -m
@@ -84,7 +85,7 @@ def register(subparsers) -> None:
     from willitscale.cli.helptext import examples
 
     parser = subparsers.add_parser(
-        "bench", help="what this cluster achieves: collective busbw, matmul FLOP/s, a DDP step",
+        "bench", help="what this cluster achieves: collective busbw, matmul/attention FLOP/s, HBM bandwidth, a DDP step",
         description=__doc__.split("\n\n", 1)[1].replace("``", ""),
         epilog=examples(*(about[1][0] for about in _ABOUT.values())))
     kinds = parser.add_subparsers(dest="bench_kind", metavar="BENCH", parser_class=type(parser))
