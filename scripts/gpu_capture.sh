@@ -5,7 +5,7 @@
 #   OUT=/some/dir scripts/gpu_capture.sh            # every stage, in order (~25 min)
 #   OUT=/some/dir scripts/gpu_capture.sh env tests  # some stages (each fits a 10-minute slot)
 #
-# Stages: env tests matmul attention64 attention128 bandwidth train_gpt2 train_llama profile
+# Stages: env tests matmul attention64 attention128 bandwidth train_gpt2 train_llama profile report
 # The results store lives in $CAPTURE_HOME (default .gpu_capture/home, git-ignored, so it
 # survives between calls on the same machine); after each stage it is copied to
 # $OUT/capture/home, with one log per stage in $OUT/capture/logs and a line per stage in
@@ -141,7 +141,11 @@ clock_log() {  # the GPU's clocks, power and temperature every 0.5 s while a sta
   CLOCK_PID=$!
 }
 
-STAGES=${*:-env tests matmul attention64 attention128 bandwidth train_gpt2 train_llama profile}
+stage_report() {  # Markdown tables and figures for docs/measure.md and the issue note
+  "$PY" scripts/gpu_report.py "$DEST/report" ${CAPTURE_GPU:-$(gpu_catalog_name)}
+}
+
+STAGES=${*:-env tests matmul attention64 attention128 bandwidth train_gpt2 train_llama profile report}
 for s in $STAGES; do
   start=$(date +%s)
   echo "== $s ($(date -u +%T))"

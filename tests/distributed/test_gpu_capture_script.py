@@ -22,11 +22,11 @@ def test_quick_capture_writes_store_profile_and_status(tmp_path):
            "CAPTURE_GPU": "h100-sxm", "PYTHON": sys.executable}
     env.pop("WILLITSCALE_HOME", None)
     proc = subprocess.run([str(ROOT / "scripts/gpu_capture.sh"), "env", "bandwidth", "attention64",
-                           "matmul", "profile"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           "matmul", "profile", "report"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr
     status = (out / "capture/status.txt").read_text().splitlines()
-    assert [line.split()[0] for line in status] == ["env", "bandwidth", "attention64", "matmul", "profile"]
+    assert [line.split()[0] for line in status] == ["env", "bandwidth", "attention64", "matmul", "profile", "report"]
     assert all(" rc=0 " in line for line in status), status
     assert (out / "capture/home/results.sqlite").is_file()
     from willitscale.hardware.calibration import load_calibration
@@ -35,3 +35,5 @@ def test_quick_capture_writes_store_profile_and_status(tmp_path):
     assert set(cal.sections) == {"memory", "gemm", "attention"}
     assert cal.provenance.gpu == "h100-sxm"
     assert (out / "capture/results.json").is_file()
+    report = (out / "capture/report/report.md").read_text()
+    assert "### Attention" in report and "### GEMM (squares)" in report
