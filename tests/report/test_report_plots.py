@@ -189,24 +189,31 @@ def _bars(collection):
 
 
 def test_memory_chart_adds_up_to_the_estimates_total_and_marks_the_usable_memory():
-    # seeds/000's 2B job: weights 2 B + gradients 4 B + Adam 12 B per parameter, plus the DDP
-    # bucket copy of the gradients (4 B): 22 x 2e9 = 44e9 bytes = 41.0 GiB; a plan may fill 0.9
-    # of 80 GiB = 72 GiB
+    # seeds/000's 2B job, no shape, DDP (docs/memory.md): fp32 weights 4 B + fp32 gradients 4 B
+    # + Adam 8 B per parameter, DDP's bucket copy of the gradients 4 B, autocast's 16-bit
+    # weight copies 2 B: 22 x 2e9 = 44e9 bytes; cuBLAS workspace 8,519,680 B; CUDA context
+    # 0.51 GiB; NCCL 688 MiB (one 32-rank communicator) = 45,277,548,298 bytes = 42.2 GiB,
+    # of the whole 80 GiB (--memory-fraction 1); with --memory-fraction 0.9, 72.0 GiB usable
     from willitscale.scenario.build import build_scenario
     from willitscale.estimation.estimate import estimate
     from willitscale.report.figures import memory_chart
 
-    est = estimate(build_scenario({"params": 2e9, "gpu": "a100-80gb", "nodes": 4,
-                                   "gpus_per_node": 8, "inter_node": "200Gbps", "micro_batch": 2,
-                                   "seq_len": 2048, "hfu": 0.5, "recompute": "full"}))
-    assert est.memory.total == pytest.approx(22 * 2e9)
+    job = {"params": 2e9, "gpu": "a100-80gb", "nodes": 4, "gpus_per_node": 8,
+           "inter_node": "200Gbps", "micro_batch": 2, "seq_len": 2048, "hfu": 0.5,
+           "recompute": "full"}
+    total = 44e9 + 8_519_680 + 0.51 * GIB + 688 * 2**20
+    est = estimate(build_scenario(job))
+    assert est.memory.total == pytest.approx(total)
     chart = memory_chart([("4 nodes", est)])
     ax = chart.figure.axes[0]
     widths = sum(p.get_width() for p in ax.patches)
-    assert widths == pytest.approx(44e9 / GIB)
-    assert any("41.0 of 72.0 GiB usable" in t.get_text() for t in ax.texts)
+    assert widths == pytest.approx(total / GIB)
+    assert any("42.2 of 80 GiB" in t.get_text() for t in ax.texts)
     labels = [t.get_text() for t in chart.figure.legends[0].get_texts()]
-    assert "buffers" in labels and "activations" not in labels  # unknown: said, not drawn
+    assert {"buffers", "workspace", "CUDA context", "NCCL"} <= set(labels)
+    assert "activations" not in labels  # unknown: said, not drawn
+    tight = memory_chart([("4 nodes", estimate(build_scenario({**job, "memory_fraction": 0.9})))])
+    assert any("42.2 of 72.0 GiB usable" in t.get_text() for t in tight.figure.axes[0].texts)
 
 
 def test_requirements_chart_keeps_every_row_on_the_link_that_limits_it():

@@ -37,6 +37,15 @@ def test_round_trips():
                   bucket_bytes=2**20, device="cpu", step=0.5, forward=0.1, backward=0.3,
                   backward_no_sync=0.25, optimizer=0.1, steps=3)
     assert row_from_json("train", tr.to_json()) == tr
+    # peak memory: None on CPU (and in rows stored before it was recorded), bytes on CUDA
+    assert tr.to_json()["peak_allocated_bytes"] is None
+    old = {k: v for k, v in tr.to_json().items() if not k.startswith("peak_")}
+    assert row_from_json("train", old) == tr
+    from dataclasses import replace
+
+    cuda = replace(tr, device="NVIDIA H100", peak_allocated_bytes=3_000_000_000,
+                   peak_reserved_bytes=3_200_000_000)
+    assert row_from_json("train", cuda.to_json()) == cuda
     # exposed comm = 0.3 - 0.25; tokens/s = 2 x 2 x 64 / 0.5
     assert tr.to_json()["exposed_comm_s"] == pytest.approx(0.05)
     assert tr.to_json()["tokens_per_s"] == pytest.approx(512)

@@ -105,6 +105,9 @@ def test_hand_written_file_with_only_an_efficiency(tmp_path):
      'efficiency = 0.6\nseq_half = 500\n', "direction"),
     ('format = 2\n[[memory]]\nachievable_GBps = 2900\n[[memory]]\nachievable_GBps = 2800\n',
      "one entry per key"),
+    # issue 17: a hand-written efficiency of 1.6 was clamped to 1 without a word
+    ('[[compute]]\ndevice = "cpu"\ndtype = "fp32"\npeak_TFLOPS = 1\nefficiency = 1.6\n',
+     r"efficiency = 1.6 is not valid: expected a fraction of the peak in \(0, 1\]"),
     ('[[link]]\nlevel = "inter_node"\nbandwidth_GBps = 1\nlatency_us = 1\n'
      '[[link]]\nlevel = "inter_node"\nbandwidth_GBps = 2\nlatency_us = 1\n', "one entry per level"),
 ])

@@ -36,8 +36,12 @@ def test_every_plan_is_counted_once_and_the_feasible_ones_ranked(llama):
     assert rejected["tp_wider_than_node"] > 0 and rejected["out_of_memory"] > 0
     b, ranked = result.batch, result.ranked
     assert np.all(b.gpus[ranked] == 16)
-    assert np.all(result.memory[ranked] <= 0.9 * scenario.cluster.gpu.memory)
-    assert np.all(np.diff(result.step_time[ranked]) >= 0)
+    assert np.all(result.memory[ranked] <= scenario.cluster.gpu.memory)
+    # the estimate's fit rule: plans that fit (verdict 0) before tight ones (1), each by step
+    verdict = result.extra["verdict"][ranked]
+    assert np.all(np.diff(verdict) >= 0) and set(verdict) <= {0, 1}
+    for v in (0, 1):
+        assert np.all(np.diff(result.step_time[ranked][verdict == v]) >= 0)
     assert np.all(b.global_batch[ranked] == 64)
 
 
@@ -119,15 +123,24 @@ def test_moe_with_tensor_parallelism_needs_sequence_parallelism(cli):
 
 def test_plan_and_estimate_judge_fits_by_one_rule(cli, tmp_path, llama):
     # review PB4: the engine's BatchResult.fits compared with 100% of HBM while estimate and
-    # the planner use --memory-fraction (0.9): a plan at 95% "fit" for one and not the others.
+    # the planner used --memory-fraction: a plan "fit" for one and not the others. One rule now
+    # (memory.device: the allocated peak + context + NCCL within the limit), for all three.
+    from dataclasses import replace
+
     from willitscale.step.evaluate import evaluate
 
     scenario, result = llama
     cap = scenario.cluster.gpu.memory
     mem = result.memory
     between = np.nonzero((mem > 0.9 * cap) & (mem <= cap))[0]
-    assert between.size > 0  # plans the two rules disagreed on
+    assert between.size > 0  # plans a 0.9 reserve would refuse
     res = evaluate(scenario, result.batch.take(between[:50]), memory_only=True)
+    assert res.fits.all() and res.memory_limit == pytest.approx(cap)
+    # tight where the allocator's typical reserve (1.5 x the allocated peak) would not fit
+    reserve = 1.5 * res.allocated_per_gpu + res.memory.other
+    assert np.all(res.verdict == np.where(reserve > cap, 1, 0))
+    tight = replace(scenario, memory_fraction=0.9)
+    res = evaluate(tight, result.batch.take(between[:50]), memory_only=True)
     assert not res.fits.any() and res.memory_limit == pytest.approx(0.9 * cap)
     # a scenario file's memory_fraction is the planner's limit too, and each plan's flags carry
     # it to estimate, which then says "fits"

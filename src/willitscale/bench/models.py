@@ -24,12 +24,8 @@ __all__ = ["BENCH_MODEL_NAMES", "bench_model", "LLAMA_MODELS", "build_bench_mode
 #: both describe the benchmark this way, so the efficiency fitted is the one the estimate applies.
 FUSED_CAUSAL_ATTENTION = True
 
-OUR_MODELS: dict[str, Transformer] = {
-    "gpt2-tiny": Transformer(name="gpt2-tiny", layers=2, hidden=128, heads=4, vocab=256,
-                             max_positions=512, source="willitscale: a CPU-sized GPT-2 shape"),
-    "gpt2-mini": Transformer(name="gpt2-mini", layers=4, hidden=256, heads=8, vocab=256,
-                             max_positions=512, source="willitscale: a CPU-sized GPT-2 shape"),
-}
+#: ours, defined in the model catalog (workload/models/gpt2.toml) so ``estimate`` knows them too
+OUR_MODELS = ("gpt2-tiny", "gpt2-mini")
 #: Llama-style shapes, built by :mod:`willitscale.bench.llama`
 LLAMA_MODELS: dict[str, Transformer] = {
     # Llama 3.2 1B: huggingface.co/meta-llama/Llama-3.2-1B config.json (hidden_size 2048,
@@ -50,11 +46,9 @@ BENCH_MODEL_NAMES = (*OUR_MODELS, *CATALOG_MODELS, *LLAMA_MODELS)
 
 def bench_model(name: str) -> Transformer:
     """The shape of bench model ``name`` (one of :data:`BENCH_MODEL_NAMES`)."""
-    if name in OUR_MODELS:
-        return OUR_MODELS[name]
     if name in LLAMA_MODELS:
         return LLAMA_MODELS[name]
-    if name in CATALOG_MODELS:
+    if name in BENCH_MODEL_NAMES:
         from willitscale.workload.catalog import get_model
 
         return get_model(name)

@@ -10,6 +10,11 @@ with the device synchronised at each boundary:
 * exposed communication = backward of a synchronising step - backward of a no_sync step: the
   part of the gradient all-reduce the backward pass did not hide.
 
+Peak memory: on CUDA, ``torch.cuda.max_memory_allocated`` and ``max_memory_reserved`` over the
+measured steps (the peak counters are reset after the warm-up, so the optimizer's states exist
+already: a steady step, as "The Impact of GPU Networking (Part 1)" read its peaks), the largest
+of any rank. PyTorch keeps no such counters for the CPU: the row records None there.
+
 Like with like: a synchronising backward ends when the slowest rank's gradients are reduced,
 so the no_sync backward ends with a barrier (it ends when the slowest rank is done). Without
 it, the ranks' skew -- a rank that started or computed late makes the others wait in the
@@ -91,6 +96,22 @@ def _step(ctx, ddp, optimizer, data, opts: TrainOptions, *, sync: bool) -> tuple
     return t1 - t0, t2 - t1, t3 - t2
 
 
+def _reset_peak_memory(ctx) -> None:
+    if ctx.is_cuda:
+        ctx.torch.cuda.reset_peak_memory_stats(ctx.device)
+
+
+def _peak_memory(ctx) -> tuple[int | None, int | None]:
+    """``(max allocated, max reserved)`` bytes since the reset, the largest of any rank; None
+    on CPU."""
+    if not ctx.is_cuda:
+        return None, None
+    cuda = ctx.torch.cuda
+    everyone = ctx.gather_objects((int(cuda.max_memory_allocated(ctx.device)),
+                                   int(cuda.max_memory_reserved(ctx.device))))
+    return max(a for a, _ in everyone), max(r for _, r in everyone)
+
+
 def _slowest_rank_means(ctx, local: list[tuple[float, ...]]) -> list[float]:
     """The mean over steps of each part, every step's parts taken from its slowest rank (the
     largest sum of parts); they add up to the mean step time of the slowest rank."""
@@ -119,16 +140,6 @@ def _params(shape) -> int:
     return param_count(shape).total
 
 
-def _peak_memory(ctx) -> tuple[int | None, int | None]:
-    """The largest peak (allocated, reserved) bytes over the ranks' GPUs; (None, None) on a CPU."""
-    if not ctx.is_cuda:
-        return None, None
-    cuda = ctx.torch.cuda
-    local = (int(cuda.max_memory_allocated(ctx.device)), int(cuda.max_memory_reserved(ctx.device)))
-    everyone = ctx.gather_objects(local)
-    return max(p[0] for p in everyone), max(p[1] for p in everyone)
-
-
 def run_train(ctx, opts: TrainOptions, emit: Callable[[TrainRow], None], *, nodes: int) -> None:
     shape = bench_model(opts.model)
     ctx.heartbeat.enter(f"train {opts.model}: building the model and DDP")
@@ -141,18 +152,17 @@ def run_train(ctx, opts: TrainOptions, emit: Callable[[TrainRow], None], *, node
         for _ in range(opts.warmup):
             _step(ctx, ddp, optimizer, data, opts, sync=True)
             bar.advance()
-        if ctx.is_cuda:  # the peak of the measured steps (warm-up's one-off buffers excluded)
-            ctx.torch.cuda.reset_peak_memory_stats(ctx.device)
+        _reset_peak_memory(ctx)
         for _ in range(opts.steps):
             fwd, bwd, opt = _step(ctx, ddp, optimizer, data, opts, sync=True)
             synced.append((fwd, bwd, opt))
             bar.advance()
             unsynced.append(_step(ctx, ddp, optimizer, data, opts, sync=False)[:2])
             bar.advance()
-    peaks = _peak_memory(ctx)
     fwd, bwd, opt = _slowest_rank_means(ctx, synced)
     bwd_no_sync = _slowest_rank_means(ctx, unsynced)[1]
     first_bucket = _first_bucket_bytes(ctx, ddp, opts)
+    peak_allocated, peak_reserved = _peak_memory(ctx)
     # DDP's reducer holds the process group: free it now, not during interpreter shutdown
     # (where Gloo's threads can be torn down in the wrong order and abort the process)
     del ddp, optimizer, data
@@ -162,5 +172,5 @@ def run_train(ctx, opts: TrainOptions, emit: Callable[[TrainRow], None], *, node
                   batch_per_rank=opts.batch, ranks=ctx.world_size, nodes=nodes, dtype=opts.dtype,
                   bucket_bytes=opts.bucket_bytes, device=ctx.device_name, step=fwd + bwd + opt, forward=fwd,
                   backward=bwd, backward_no_sync=bwd_no_sync, optimizer=opt, steps=opts.steps,
-                  first_bucket_bytes=first_bucket, peak_allocated_bytes=peaks[0],
-                  peak_reserved_bytes=peaks[1]))
+                  first_bucket_bytes=first_bucket, peak_allocated_bytes=peak_allocated,
+                  peak_reserved_bytes=peak_reserved))

@@ -10,8 +10,22 @@ from willitscale.calibrate.links import link_calibrations
 from willitscale.calibrate.runs import MeasuredRun
 from willitscale.errors import ConfigError
 from willitscale.hardware.calibration import Calibration
+from willitscale.units import format_bandwidth
 
-__all__ = ["calibrate"]
+__all__ = ["calibrate", "check_same_network"]
+
+
+def check_same_network(runs: Sequence[MeasuredRun]) -> None:
+    """Refuse runs measured on different networks: an emulated uplink shaped to different rates
+    (or emulated beside real) would be fitted as one link and describe neither."""
+    across = [r for r in runs if r.nodes > 1]  # a single-node run never crosses the uplink
+    if len({r.uplink for r in across}) < 2:
+        return
+    each = ", ".join(f"run {r.id}: " + (format_bandwidth(r.uplink, bits=True) + " emulated uplink"
+                                         if r.uplink else "no emulated uplink") for r in across)
+    raise ConfigError("run ids", [r.id for r in across],
+                      f"runs measured on one network; these differ ({each}): calibrate each "
+                      "uplink rate separately, one calibration file per network")
 
 
 def calibrate(runs: Sequence[MeasuredRun], *, created: str, op: str | None = None,
@@ -19,6 +33,7 @@ def calibrate(runs: Sequence[MeasuredRun], *, created: str, op: str | None = Non
     """Fit every link level and compute entry ``runs`` measured."""
     if not runs:
         raise ConfigError("runs", [], "at least one stored run")
+    check_same_network(runs)
     links, link_notes = link_calibrations(runs, op=op)
     compute, compute_notes = compute_calibrations(runs, gpu=gpu)
     if not links and not compute:

@@ -26,7 +26,7 @@ from willitscale.scenario.options import ParallelOptions
 from willitscale.scenario.plan import Plan
 from willitscale.scenario.scenario import DdpOptions, Scenario
 
-__all__ = ["predict_train_step", "scenario_for"]
+__all__ = ["predict_train_step", "predict_train_memory", "scenario_for"]
 
 HOST_MEMORY_BYTES = 2.0**40  #: the memory report is not validated; any large figure will do
 
@@ -85,3 +85,23 @@ def predict_train_step(row, run: MeasuredRun, cal: Calibration) -> tuple[float |
     if scenario is None:
         return None, reason
     return float(estimate(scenario).step_time), ""
+
+
+def predict_train_memory(row, run: MeasuredRun, cal: Calibration) -> float | None:
+    """The estimate's ``torch.cuda.max_memory_allocated`` for a measured training row: the
+    benchmark's model is eager PyTorch modules under ``torch.autocast`` (``autocast``
+    activations), wrapped in DDP with ``gradient_as_bucket_view=True``, stepped by
+    ``torch.optim.AdamW``'s default foreach implementation. None when the row cannot be
+    predicted. (The benchmark frees the gradients after each step, ``set_to_none=True``; the
+    model keeps them through the forward, as a loop that zeroes them after the forward does:
+    at most 4 bytes per parameter above the measured peak.)"""
+    from dataclasses import replace
+
+    scenario, _ = scenario_for(row, run, cal)
+    if scenario is None:
+        return None
+    memory_view = replace(
+        scenario, model=replace(scenario.model, implementation="autocast"),
+        ddp=replace(scenario.ddp, gradient_as_bucket_view=True), optimizer="adamw-foreach",
+        unstated=())
+    return float(estimate(memory_view, allow_oom=True).memory.allocated)

@@ -7,8 +7,10 @@
 
 A row is *in-sample* when it was one of the points the calibration was fitted to (its run is
 among the fitted runs and, for collectives, it is of the fitted op); everything else is a real
-test of the model. A run is predictable only on the setup it was calibrated on: same backend,
-and for runs across nodes of an emulated cluster, the same shaped uplink.
+test of the model. A run -- a sweep or a training step -- is predictable only on the setup it
+was calibrated on: same backend, and for runs across nodes of an emulated cluster, the same
+shaped uplink (a training run measured at another uplink is skipped with that reason, not
+reported as an out-of-sample error).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 
 from willitscale.calibrate.forms import default_algorithm, flat_time, two_level_time
 from willitscale.calibrate.runs import MeasuredRun
-from willitscale.calibrate.scenario import predict_train_step
+from willitscale.calibrate.scenario import predict_train_memory, predict_train_step
 from willitscale.hardware.calibration import Calibration, LinkCalibration
 
 __all__ = ["Comparison", "Skipped", "compare", "collective_links"]
@@ -120,6 +122,10 @@ def _compare_collectives(run: MeasuredRun, cal: Calibration):
 
 
 def _compare_train(run: MeasuredRun, cal: Calibration):
+    if run.ranks > 1:  # its gradients cross the same links a sweep would: same checks
+        _, reason = collective_links(run, cal)
+        if reason:
+            return Skipped(run_id=run.id, kind=run.kind, reason=reason)
     out = []
     for row in run.rows:
         predicted, reason = predict_train_step(row, run, cal)
@@ -131,10 +137,25 @@ def _compare_train(run: MeasuredRun, cal: Calibration):
             measured=row.step, predicted=predicted, in_sample=run.id in cal.runs,
             details={"model": row.model, "nodes": run.nodes, "ranks_per_node": run.ranks_per_node,
                      "batch_per_rank": row.batch_per_rank, "seq_len": row.seq_len,
+                     **_memory_details(row, run, cal),
                      # its forward/backward times set the compute efficiency; its communication
                      # is predicted from the collective fits either way
                      "fitted": "compute" if run.id in cal.runs else None}))
     return out
+
+
+def _memory_details(row, run: MeasuredRun, cal: Calibration) -> dict:
+    """The measured peak memory next to the estimate's (CUDA runs only: PyTorch counts no
+    peak on the CPU, and the benchmark records None there)."""
+    if row.peak_allocated_bytes is None:
+        return {}
+    predicted = predict_train_memory(row, run, cal)
+    if predicted is None:
+        return {}
+    measured = float(row.peak_allocated_bytes)
+    return {"peak_allocated_bytes": measured, "peak_reserved_bytes": row.peak_reserved_bytes,
+            "predicted_allocated_bytes": predicted,
+            "memory_error": (predicted - measured) / measured}
 
 
 def compare(runs: Sequence[MeasuredRun], cal: Calibration) -> tuple[list[Comparison], list[Skipped]]:

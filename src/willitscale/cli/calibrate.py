@@ -3,7 +3,8 @@
 Which link latency and bandwidth, and which compute efficiency, make the model match what was
 measured? Collective sweeps give each link level's latency (alpha) and bandwidth; matmul runs give a
 device's peak rate when the catalog has none (a CPU); training runs give the compute
-efficiency and the optimizer's time per parameter. With no run ids, the latest stored run.
+efficiency and the optimizer's time per parameter. With no run ids, the newest finished run
+of each kind (collectives, matmul, train) measured on the same setup as the newest of them.
 The result is a TOML file for ``willitscale estimate --calibration FILE`` and ``willitscale
 validate``.
 """
@@ -31,12 +32,13 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("calibrate", help="the link and compute figures that fit the stored measurements",
                               description=__doc__.split("\n\n", 1)[1].replace("``", ""), epilog=examples(
-                                  "willitscale calibrate",
+                                  "willitscale calibrate --gpu h100-sxm",
                                   "willitscale calibrate 3 4 5 -o cluster.toml",
-                                  "willitscale estimate --model gpt2 --nodes 2 --calibration "
-                                  "cluster.toml"))
+                                  "willitscale estimate --model gpt2 --gpu h100-sxm --nodes 2 "
+                                  "--calibration cluster.toml"))
     p.add_argument("run_ids", type=int, nargs="*", metavar="RUN_ID",
-                   help="stored runs to fit (default: the latest run)")
+                   help="stored runs to fit (default: the newest finished run of each kind on the "
+                        "newest run's setup)")
     p.add_argument("-o", "--output", default=None, type=output_file("--output"),
                    help="calibration file to write (default: in $WILLITSCALE_HOME/calibrations/)")
     p.add_argument("--op", default=None, type=_op,
@@ -103,25 +105,64 @@ def print_calibration(cal, path: str, notes: list[str]) -> None:
 FITTABLE = ("complete", "interrupted")
 
 
-def _latest_fittable(store) -> int:
-    """The newest run that finished (or was interrupted) with rows; says on stderr which runs
-    it passed over, and names the newest run when none fits."""
+#: the kinds of run calibration fits, each contributing its own part
+FITTED_KINDS = ("collectives", "matmul", "train")
+
+
+def _setup_key(info) -> tuple:
+    """What must match for runs to describe one cluster: backend, devices and, for runs across
+    nodes, the network (a single-node run matches any)."""
+    env = info.environment or {}
+    uplink = (env.get("emulated") or {}).get("uplink_Bps") if (env.get("nodes") or 1) > 1 else "*"
+    return (env.get("backend"), tuple(env.get("devices") or ()), uplink)
+
+
+def _same_setup(a: tuple, b: tuple) -> bool:
+    return a[:2] == b[:2] and "*" in (a[2], b[2]) or a == b
+
+
+def _shape(info) -> tuple:
+    """Runs of one kind and one shape (nodes, ranks per node) fit one thing: keep the newest."""
+    env = info.environment or {}
+    return info.kind, env.get("nodes"), env.get("ranks_per_node")
+
+
+def _latest_fittable(store) -> list[int]:
+    """The newest finished (or interrupted) run with rows of each fitted kind, all on the setup
+    of the newest of them; says on stderr which runs it took and which it passed over, and names
+    the newest run when none fits."""
     from willitscale.errors import ConfigError
 
     runs = store.runs()
     if not runs:
         store.latest_run_id()  # the store's own "no runs yet" message
-    for info in runs:
-        if info.status in FITTABLE and info.rows:
-            if info is not runs[0]:
-                print(f"note: calibrating run {info.id} ({info.kind}, {info.status}), the latest with "
-                      f"rows to fit; run {runs[0].id} ({runs[0].kind}) is {runs[0].status} with "
-                      f"{runs[0].rows} rows", file=sys.stderr)
-            return info.id
-    newest = runs[0]
-    raise ConfigError(f"no run to calibrate: the latest, run {newest.id} ({newest.kind}), is "
-                      f"{newest.status} with {newest.rows} rows, and no earlier run finished with "
-                      "rows; give run ids (`willitscale results list`)")
+    fittable = [i for i in runs if i.status in FITTABLE and i.rows and i.kind in FITTED_KINDS]
+    if not fittable:
+        newest = runs[0]
+        raise ConfigError(f"no run to calibrate: the latest, run {newest.id} ({newest.kind}), is "
+                          f"{newest.status} with {newest.rows} rows, and no earlier run finished "
+                          "with rows; give run ids (`willitscale results list`)")
+    setup = _setup_key(fittable[0])
+    chosen: dict[tuple, int] = {}
+    skipped = []
+    for info in fittable:  # newest first
+        if _shape(info) in chosen:
+            continue
+        if not _same_setup(_setup_key(info), setup):
+            skipped.append(info.id)
+            continue
+        if setup[2] == "*":  # the first run across nodes sets the network for the rest
+            setup = _setup_key(info)
+        chosen[_shape(info)] = info.id
+    ids = sorted(chosen.values())
+    print(f"note: calibrating runs {ids} (the newest "
+          + ", ".join(f"{kind} run {i}" for (kind, *_), i in chosen.items())
+          + " on the setup of run " + f"{fittable[0].id})"
+          + (f"; runs {sorted(skipped)[-5:]} are on another setup (give ids to fit them)"
+             if skipped else "")
+          + (f"; the latest, run {runs[0].id} ({runs[0].kind}), is {runs[0].status} with "
+             f"{runs[0].rows} rows" if runs[0].id not in ids else ""), file=sys.stderr)
+    return ids
 
 
 def _profile(args, runs, stored, created):
@@ -161,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
 
     created = now_iso()
     with Store() as store:
-        ids = args.run_ids or [_latest_fittable(store)]
+        ids = args.run_ids or _latest_fittable(store)
         stored = [store.run(i) for i in ids]
         runs = [measured_run(r) for r in stored]
         if args.profile:

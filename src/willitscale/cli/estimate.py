@@ -111,17 +111,26 @@ def print_verdict(verdict, *, as_json: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The estimate, with its numbers, trace and plot in every case; a plan that does not fit
+    is a verdict too (exit 1), after them."""
     from willitscale.cli.estimate_text import print_estimate
     from willitscale.cli.output import print_json
     from willitscale.estimation.estimate import estimate
+    from willitscale.estimation.fit import fit_scenario
     from willitscale.report.timeline import check_width
 
     check_width(args.width, "--width")  # before the work, not after the output
     try:
         scenario = _scenario_or_verdict(settings_from_args(args))
-        est = estimate(scenario)
+        scenario, fit = fit_scenario(scenario)
+        est = estimate(scenario, allow_oom=True)
     except Infeasible as verdict:
         return print_verdict(verdict, as_json=args.json)
+    if fit is not None:
+        from dataclasses import replace
+
+        est = replace(est, knobs=fit.to_json())
+    oom = _oom_verdict(est, scenario)
     if args.trace:
         from willitscale.report.trace import write_chrome_trace
 
@@ -132,10 +141,29 @@ def run(args: argparse.Namespace) -> int:
 
         estimate_plots(args.plot, est)
     if args.json:
-        print_json({**est.to_json(), "scenario": _scenario_json(scenario)})
+        out = {**est.to_json(), "scenario": _scenario_json(scenario)}
+        if oom is not None:
+            out.update(feasible=False, reason=oom.reason, message=str(oom))
+        print_json(out)
     else:
         print_estimate(est, scenario, width=args.width)
-    return 0
+        if oom is not None:
+            from rich.markup import escape
+
+            from willitscale.cli.output import console
+
+            console().print(f"[bold red]Verdict:[/bold red] {escape(str(oom))}")
+    return oom.exit_code if oom is not None else 0
+
+
+def _oom_verdict(est, scenario):
+    """The out-of-memory verdict of an estimate whose plan does not fit, else None."""
+    if est.memory.fits is not False:
+        return None
+    from willitscale.estimation.memory_verdict import out_of_memory
+    from willitscale.step.engine import make_context
+
+    return out_of_memory(est.memory, scenario, make_context(scenario))
 
 
 def run_default() -> int:

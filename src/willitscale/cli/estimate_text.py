@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
+from willitscale.estimation.memory_verdict import memory_parts_text
 from willitscale.units import format_bandwidth, format_count, format_size, format_time
 
 __all__ = ["print_estimate", "scenario_line", "DEFAULT_WIDTH"]
@@ -57,16 +58,23 @@ def _breakdown(est, file) -> None:
 
 def _memory_line(m) -> str:
     gib = lambda x: format_size(x, binary=True)  # noqa: E731 - HBM is sold in GiB
-    verdict = {True: "fits", False: "[red]does not fit[/red]",
-               None: "the state fits; activations unknown"}[m.fits]
-    acts = "?" if m.activations is None else gib(m.activations)
+    verdict = {"fits": "fits", "tight": "[yellow]tight[/yellow]",
+               "does not fit": "[red]does not fit[/red]",
+               None: "the state fits; activations unknown"}[m.verdict]
+    if m.verdict == "tight":
+        verdict += (f" ({gib(m.headroom)} free; the caching allocator typically reserves "
+                    f"{m.reserved_ratio:g}x its peak, {gib(m.reserved)}, which does not fit: it "
+                    "runs if the cache can be given back, e.g. "
+                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or fails on fragmentation)")
+    elif m.verdict == "does not fit":
+        verdict += f" ({gib(-m.headroom)} over)"
     where = f" ({escape(m.stage)})" if m.stage else ""
-    buffers = f" · buffers {gib(m.buffers)}" if m.buffers else ""
     room = (f"{gib(m.capacity)}" if m.fraction >= 1 else
             f"{gib(m.limit)} usable ({m.fraction:g} x {gib(m.capacity)})")
     return (f"[bold]Memory per GPU[/bold]{where} {gib(m.total)} of {room}: {verdict}\n"
-            f"  weights {gib(m.weights)} · gradients {gib(m.gradients)} · optimizer "
-            f"{gib(m.optimizer)} · activations {acts}{buffers}  ({escape(m.convention)})")
+            f"  {escape(memory_parts_text(m))}\n"
+            f"  {escape(m.convention)}; PyTorch's peak {gib(m.allocated)}, nvidia-smi would "
+            f"show about {gib(m.device)} (docs/memory.md)")
 
 
 def _data_parallel(est) -> bool:

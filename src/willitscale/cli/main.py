@@ -9,6 +9,7 @@ their heavy imports (numpy, the model core, torch, matplotlib) inside their run 
 from __future__ import annotations
 
 import argparse
+import math
 import importlib
 import os
 import re
@@ -28,6 +29,10 @@ DEBUG_ENV = "WILLITSCALE_DEBUG"
 NEGATIVE_VALUE = re.compile(r"^-\.?\d")
 
 
+#: flags whose value may be empty
+EMPTY_ALLOWED = frozenset({"label"})
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse, but a usage error exits 2 with one clear line and the usage, and help keeps
     the paragraphs and examples of descriptions and epilogs (:class:`cli.helptext.HelpFormatter`)."""
@@ -40,6 +45,17 @@ class ArgumentParser(argparse.ArgumentParser):
         # "-5GB", "-1e3", "-0.5s" are values (which the flag's own check then refuses with its
         # reason), not unknown options: argparse's own pattern only knows bare numbers
         self._negative_number_matcher = NEGATIVE_VALUE
+
+    def _get_value(self, action, arg_string):
+        # an empty value ("--nodes ''", a shell variable that was not set) was read as "not
+        # given" and the default used without a word; a label may be empty
+        if action.option_strings and not arg_string.strip() and action.dest not in EMPTY_ALLOWED:
+            raise argparse.ArgumentError(action, "an empty value: give one, or leave the flag out")
+        # ``type=float`` takes "nan", "inf" and "1e400" (= inf): no flag means any of them
+        value = super()._get_value(action, arg_string)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentError(action, f"{arg_string!r} is not a finite number")
+        return value
 
     def error(self, message: str):  # type: ignore[override]
         self.print_usage(sys.stderr)

@@ -10,7 +10,7 @@ import argparse
 
 # Kept in step with willitscale.memory.state.CONVENTIONS (a test checks); listed here so
 # that building the parser does not import numpy.
-CONVENTION_NAMES = ("zero-16", "handbook-18", "fp32-16", "inference-2")
+CONVENTION_NAMES = ("zero-16", "handbook-18", "fp32-16", "fp16-no-master-12", "inference-2")
 RECOMPUTE_MODES = ("none", "selective", "full")
 
 

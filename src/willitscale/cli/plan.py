@@ -47,12 +47,15 @@ def register(subparsers) -> None:
         s.add_argument(f"--{name}", help=f"{what} to try, comma-separated (default: all that apply)")
     s.add_argument("--max-micro-batch", type=int, default=16, help="largest micro-batch (default 16)")
     s.add_argument("--memory-fraction", type=float,
-                   help="share of HBM a plan may use (default: the scenario file's, else 0.9: "
-                        "room for CUDA context, NCCL buffers and fragmentation, which are not "
-                        "modelled); estimate judges 'fits' by the same setting")
+                   help="share of HBM a plan may use (default: the scenario file's, else 1: the "
+                        "CUDA context, NCCL buffers and the allocator's reserve are counted); "
+                        "estimate judges 'fits' by the same setting")
     s.add_argument("--allow-tp-across-nodes", action="store_true",
                    help="consider tp wider than a node (rejected by default)")
     s.add_argument("--no-hybrid", action="store_true", help="skip FSDP hybrid sharding")
+    s.add_argument("--framework", choices=("megatron", "fsdp", "deepspeed", "ddp"),
+                   help="search only this framework's ZeRO stages (default: each plan's implied "
+                        "framework, docs/memory.md)")
     s.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
     s.add_argument("--explain", type=int, default=3, help="top plans to explain (default 3)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
@@ -92,24 +95,43 @@ def _words(text, field, allowed):
     return values
 
 
+def _modes(text):
+    """Recomputation modes, comma-separated (``modules:a+b`` writes a module set here)."""
+    from willitscale.errors import ConfigError
+    from willitscale.workload.recompute import MODE_HELP, parse_recompute
+
+    if text is None:
+        return None
+    words = [w.strip() for w in str(text).split(",")]
+    if not all(words):
+        raise ConfigError("--recompute", text, "comma-separated modes with no empty entries: "
+                          + MODE_HELP + " (modules joined by +)")
+    try:
+        return tuple(parse_recompute(w.replace("+", ",")).name for w in words)
+    except ConfigError:
+        raise ConfigError("--recompute", text, "comma-separated modes: " + MODE_HELP
+                          + " (modules joined by +)") from None
+
+
 def space_from_args(args, memory_fraction: float | None = None):
     """The search space the flags give; ``memory_fraction`` is the scenario's (the flag, a
     scenario file's ``memory_fraction``, else the default), so plan and estimate agree."""
     from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
     from willitscale.plan.search import SearchSpace
-    from willitscale.scenario.plan import PP_SCHEDULES, RECOMPUTE
+    from willitscale.scenario.plan import PP_SCHEDULES
 
     given = {
         "tp": _ints(args.tp, "tp"), "pp": _ints(args.pp, "pp"), "cp": _ints(args.cp, "cp"),
         "ep": _ints(args.ep, "ep"), "zero": _ints(args.zero, "zero"),
-        "recompute": _words(args.recompute, "recompute", RECOMPUTE),
+        "recompute": _modes(args.recompute),
         "schedules": _words(args.schedules, "schedules", PP_SCHEDULES),
         "virtual_stages": _ints(getattr(args, "virtual_stages"), "virtual-stages"),
     }
     return SearchSpace(**{k: v for k, v in given.items() if v is not None},
                        max_micro_batch=args.max_micro_batch,
                        memory_fraction=memory_fraction or args.memory_fraction or DEFAULT_MEMORY_FRACTION,
-                       allow_tp_across_nodes=args.allow_tp_across_nodes, hybrid=not args.no_hybrid)
+                       allow_tp_across_nodes=args.allow_tp_across_nodes, hybrid=not args.no_hybrid,
+                       framework=args.framework)
 
 
 def planning_settings(settings: dict, gpus: int | None) -> dict:

@@ -27,6 +27,9 @@ def plan_row(result, index: int, *, peak: float) -> dict:
         "mfu": float(result.tflops[index]) * 1e12 / peak,
         "hfu": float(result.hardware_tflops[index]) * 1e12 / peak,
         "memory_per_gpu_bytes": float(result.memory[index]),
+        "memory_verdict": ("fits", "tight", "does not fit")[int(result.extra["verdict"][index])]
+        if "verdict" in result.extra else None,
+        "framework": plan.resolved_framework,
         "bubble_s": float(result.bubble[index]), "exposed_comms_s": float(result.exposed[index]),
         "flags": estimate_flags(plan, memory_fraction=result.extra.get("memory_fraction")),
     }

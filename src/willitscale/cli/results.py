@@ -191,7 +191,15 @@ def run_show(args: argparse.Namespace) -> int:
     from willitscale.cli.output import print_json, print_table
 
     with _store() as store:
-        run = store.run(args.run_id if args.run_id is not None else store.latest_run_id())
+        run_id = args.run_id if args.run_id is not None else store.latest_run_id()
+        if args.plot and args.run_id is None and store.run(run_id).info.kind != "collectives":
+            # the plot is of a collective sweep: with no id, the newest one (said on stderr)
+            sweeps = store.runs(kind="collectives")
+            if sweeps:
+                print(f"note: --plot draws the newest collectives run, {sweeps[0].id} (the latest "
+                      f"run, {run_id}, is not a sweep)", file=sys.stderr)
+                run_id = sweeps[0].id
+        run = store.run(run_id)
     if args.plot:
         _plot_run(args.plot, run)
     if args.json:
@@ -228,7 +236,8 @@ def _plot_run(directory: str, run) -> None:
     from willitscale.errors import ConfigError
 
     if run.info.kind != "collectives":
-        raise ConfigError("--plot", directory, f"a collectives run (run {run.info.id} is {run.info.kind})")
+        raise ConfigError("--plot", directory, f"a collectives run to draw (run {run.info.id} is "
+                          f"{run.info.kind}; `willitscale results list` shows the sweeps)")
     collective_plots(directory, dict(run.info.environment), [dict(r) for r in run.rows],
                      run_id=run.info.id, name=f"busbw-run{run.info.id}")
 

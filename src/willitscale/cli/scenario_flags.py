@@ -42,19 +42,28 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, nodes_help: str | Non
     if plan_flags:
         t.add_argument("--micro-batch", help="samples per GPU per forward/backward")
         t.add_argument("--grad-accum", help="micro-steps per optimizer step")
-        t.add_argument("--recompute", choices=("none", "selective", "full"),
-                       help="activation recomputation")
+        t.add_argument("--recompute", metavar="MODE",
+                       help="activation recomputation: none, selective (attention core), full, "
+                            "modules:core_attn,mlp,layernorm (Megatron-Core), layers:N (N layers "
+                            "per stage), every:K (every K-th layer); not given: the estimate "
+                            "fits it (docs/memory.md)")
     t.add_argument("--dtype", help="compute dtype, selects the GPU peak (default bf16)")
     eff = t.add_mutually_exclusive_group()
     eff.add_argument("--hfu", help="fraction of dense peak on executed FLOPs, recomputation included")
     eff.add_argument("--mfu", help="fraction of dense peak on model FLOPs (recomputation not counted)")
-    t.add_argument("--memory-convention", help="training-state bytes per parameter convention")
+    t.add_argument("--memory-convention", help="training-state bytes per parameter (a low-level "
+                   "override of the framework's: zero-16, handbook-18, fp32-16, fp16-no-master-12)")
+    t.add_argument("--cuda-context", help="memory outside PyTorch's allocator per GPU (default "
+                   "0.51GiB, today's PyTorch; 2022 stacks measured ~1.5GiB)")
+    t.add_argument("--distribute-saved-activations", action="store_const", const="true",
+                   help="full recomputation's saved layer inputs split over the TP ranks "
+                        "(Megatron-Core distribute_saved_activations)")
     t.add_argument("--optimizer", choices=("adamw-fused", "adamw-foreach"),
                    help="optimizer step's memory traffic: fused AdamW, 28 B/param (default), or "
                         "torch.optim.AdamW's default foreach implementation, 80 B/param")
     if plan_flags:  # the planner has its own --memory-fraction (same setting, same default)
-        t.add_argument("--memory-fraction", help="share of HBM a plan may fill (default 0.9: "
-                       "room for CUDA context, NCCL buffers and fragmentation, not modelled)")
+        t.add_argument("--memory-fraction", help="share of HBM a plan may fill (default 1: the CUDA "
+                       "context, NCCL buffers and the allocator's reserve are counted)")
     _execution_flags(parser)
     if plan_flags:
         _parallel_flags(parser)
@@ -81,14 +90,22 @@ def _parallel_flags(parser) -> None:
         p.add_argument(f"--{name}", help=text)
     p.add_argument("--zero", choices=("0", "1", "2", "3"), help="ZeRO stage: 1 optimizer states, "
                    "2 + gradients, 3 + weights (FSDP)")
+    p.add_argument("--framework", choices=("megatron", "fsdp", "deepspeed", "ddp"),
+                   help="what runs the plan, which decides its memory (docs/memory.md; default: "
+                        "what the plan implies: tp/pp -> megatron, --zero 3 -> fsdp, ...)")
+    p.add_argument("--reduce-bucket-size", help="DeepSpeed reduce_bucket_size, elements "
+                                                "(default 5e8)")
+    p.add_argument("--overlap-comm", choices=("true", "false"),
+                   help="DeepSpeed overlap_comm (default: true for ZeRO-3 only)")
     p.add_argument("--fsdp", choices=("full", "hybrid"), help="FSDP: full = ZeRO-3 over all "
                    "data-parallel ranks; hybrid = shard within each node, replicate across")
     p.add_argument("--pp-schedule", choices=("gpipe", "1f1b", "interleaved"),
                    help="pipeline schedule (default 1f1b)")
     p.add_argument("--virtual-stages", help="model chunks per stage with --pp-schedule "
                                             "interleaved (default 2)")
-    p.add_argument("--sequence-parallel", action="store_const", const="true",
-                   help="Megatron sequence parallelism (needs --tp > 1)")
+    p.add_argument("--sequence-parallel", nargs="?", const="true", choices=("true", "false"),
+                   help="Megatron sequence parallelism (needs --tp > 1); `false` states it off "
+                        "(not given: the estimate fits it, docs/memory.md)")
 
 
 def _ddp_and_measurement_flags(parser) -> None:

@@ -35,14 +35,14 @@ def register(subparsers) -> None:
 
 def _calibration(store, path: str | None):
     from willitscale.config import load_toml
-    from willitscale.errors import ConfigError
+    from willitscale.errors import ConfigError, StoreError
     from willitscale.hardware.calibration import Calibration, load_calibration
 
     if path:
         return load_calibration(path), path
     stored = store.calibrations()
     if not stored:
-        raise ConfigError("no calibration yet: run `willitscale calibrate` (or give --calibration FILE)")
+        raise StoreError("no calibration yet: run `willitscale calibrate` (or give --calibration FILE)")
     latest = stored[0]
     import tomllib
 
@@ -92,6 +92,17 @@ def run(args: argparse.Namespace) -> int:
                   f"{r.error:+.1%}", "in-sample" if r.in_sample else "out"] for r in rows],
                 units=["", "", "(ms)", "(ms)", "", ""],
                 caption="error = (predicted - measured) / measured; in-sample rows were fitted")
+    memory = [r for r in rows if "peak_allocated_bytes" in r.details]
+    if memory:
+        from willitscale.units import format_size
+
+        gib = lambda x: format_size(x, binary=True)  # noqa: E731
+        print_table("peak memory per GPU: torch.cuda.max_memory_allocated vs the estimate",
+                    ["run", "point", "measured", "predicted", "error", "reserved (measured)"],
+                    [[r.run_id, r.point, gib(r.details["peak_allocated_bytes"]),
+                      gib(r.details["predicted_allocated_bytes"]), f"{r.details['memory_error']:+.1%}",
+                      gib(r.details["peak_reserved_bytes"] or 0)] for r in memory],
+                    caption="docs/memory.md; CPU runs record no peak")
     for s in skipped:
         print(f"run {s.run_id} ({s.kind}) not predicted: {s.reason}", file=sys.stderr)
     return 0

@@ -12,6 +12,7 @@ import numpy as np
 
 from willitscale.collectives.lines import link_caveats
 from willitscale.step.pipeline import bubble_fraction
+from willitscale.memory.device import RESERVED_RATIO
 from willitscale.units import format_size
 
 __all__ = ["dp_assumptions", "mp_assumptions", "mp_warnings", "pipeline_summary", "work_notes"]
@@ -94,20 +95,25 @@ def mp_assumptions(scenario, ctx) -> tuple[tuple[str, str], ...]:
         ("links", ctx.links.describe()),
         ("gradient reduction", f"{scenario.ddp.grad_reduce_dtype}, buckets of "
                                f"{scenario.ddp.bucket_cap / 2**20:g} MiB during the last backward"),
-        ("not modelled", "CUDA context, NCCL workspaces and fragmentation memory; contention "
-                         "between different kinds of traffic on the same links"),
+        ("not modelled", "contention between different kinds of traffic on the same links"),
     ]
     return tuple(items + _tail(scenario))
 
 
 def _memory_note(scenario) -> str:
-    """How memory is judged: the share of HBM a plan may fill, and DDP's bucket copy."""
+    """How memory is judged: the framework, what is counted, the verdict's rule."""
     gpu = scenario.cluster.gpu
-    text = (f"a plan fits in {scenario.memory_fraction:g} of HBM "
-            f"({format_size(scenario.memory_fraction * gpu.memory, binary=True)} of "
-            f"{format_size(gpu.memory, binary=True)}, --memory-fraction, the planner's rule): the "
-            "rest is for the CUDA context, NCCL buffers and fragmentation, which are not counted")
-    if scenario.plan.is_data_parallel and scenario.plan.dp > 1:
+    plan = scenario.plan
+    framework = plan.resolved_framework
+    how = "given" if plan.framework else "implied by the plan (docs/memory.md)"
+    limit = (f"{format_size(gpu.memory, binary=True)}" if scenario.memory_fraction >= 1 else
+             f"{format_size(scenario.memory_fraction * gpu.memory, binary=True)} "
+             f"(--memory-fraction {scenario.memory_fraction:g} of {format_size(gpu.memory, binary=True)})")
+    text = (f"framework {framework} ({how}); PyTorch's allocated peak plus the CUDA context "
+            f"({format_size(scenario.cuda_context, binary=True)}, --cuda-context) and NCCL's "
+            f"buffers against {limit}; 'tight' when that fits but the caching allocator's typical "
+            f"reserve ({RESERVED_RATIO:g}x the peak, docs/memory.md) does not")
+    if framework == "ddp":
         text += ("; DDP's buckets " + ("are the gradients (--gradient-as-bucket-view)"
                                        if scenario.ddp.gradient_as_bucket_view else
                                        "hold a copy of the gradients (PyTorch's default "

@@ -20,6 +20,8 @@ parallelism: docs/parallelism.md.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from willitscale.compute.efficiency import resolved_efficiency
@@ -33,7 +35,12 @@ from willitscale.estimation.result import (
     MemoryBreakdown,
     StepEstimate,
 )
-from willitscale.memory.stage import default_convention
+from willitscale.estimation.memory_verdict import (
+    memory_levers,
+    memory_of,
+    out_of_memory,
+    out_of_memory_verdict,
+)
 from willitscale.scenario.batch import PlanBatch
 from willitscale.scenario.scenario import Scenario
 from willitscale.scenario.validate import OutOfMemory, check_plan
@@ -43,85 +50,6 @@ from willitscale.units import format_size
 
 __all__ = ["estimate", "estimate_in_context", "resolved_efficiency",
            "memory_of", "out_of_memory_verdict"]
-
-STAGE_NAMES = ("first pipeline stage", "middle pipeline stages", "last pipeline stage")
-
-
-def memory_of(result, scenario, index: int = 0) -> MemoryBreakdown:
-    """The :class:`MemoryBreakdown` of plan ``index`` of an engine result (its fullest stage)."""
-    mem, col = result.memory, int(result.memory_column[index])
-    part = lambda x: float(np.asarray(x)[index, col])  # noqa: E731
-
-    stage = "" if scenario.plan.pp == 1 else STAGE_NAMES[col]
-    return MemoryBreakdown(
-        weights=part(mem.weights), gradients=part(mem.gradients), optimizer=part(mem.optimizer),
-        activations=part(mem.activations) if mem.known else None, buffers=part(mem.buffers),
-        capacity=scenario.cluster.gpu.memory, stage=stage, fraction=scenario.memory_fraction,
-        convention=scenario.memory_convention or default_convention(scenario.ddp.grad_reduce_dtype))
-
-
-def _variants(plan, has_shape: bool):
-    """Single changes that reduce memory: ZeRO stages, full recomputation, micro-batch 1."""
-    from dataclasses import replace
-
-    out = []
-    if plan.dp * plan.cp > 1:
-        out += [(f"--zero {z}", replace(plan, zero=z)) for z in range(plan.zero + 1, 4)]
-    if plan.recompute != "full" and has_shape:
-        out.append(("--recompute full", replace(plan, recompute="full")))
-    if plan.micro_batch > 1:
-        out.append(("--micro-batch 1 (more accumulation steps)",
-                    replace(plan, micro_batch=1, grad_accum=plan.grad_accum * plan.micro_batch)))
-    return out
-
-
-def _levers(scenario, ctx) -> list[str]:
-    """What each single change would need per GPU (the engine's memory part)."""
-
-    variants = _variants(scenario.plan, scenario.model is not None)
-    if not variants:
-        return []
-    result = run(ctx, PlanBatch.from_plans([p for _, p in variants]), memory_only=True)
-    need = result.memory_per_gpu
-    cap = scenario.memory_fraction * scenario.cluster.gpu.memory
-    lines = [f"{flag} would need {format_size(float(n), binary=True)}"
-             + (" (fits)" if n <= cap else "") for (flag, _), n in zip(variants, need)]
-    fitting = [line for line in lines if line.endswith("(fits)")]
-    return fitting[:2] or lines[:3]
-
-
-def out_of_memory_verdict(scenario: Scenario, *, batch_problem: str = ""):
-    """The :class:`~willitscale.scenario.validate.OutOfMemory` verdict of ``scenario``'s plan, or
-    None when it fits (memory only: no step time). ``batch_problem`` says why the plan cannot
-    run as given either (a global batch that does not split over ``dp``): the verdict then
-    says it before the changes that would fit, which all still need a batch that splits."""
-
-    check_plan(scenario)
-    ctx = make_context(scenario)
-    memory = memory_of(run(ctx, PlanBatch.from_plans([scenario.plan]), memory_only=True), scenario)
-    if memory.fits is not False:
-        return None
-    return _out_of_memory(memory, scenario, ctx, batch_problem=batch_problem)
-
-
-def _out_of_memory(memory: MemoryBreakdown, scenario, ctx, *, batch_problem: str = ""):
-    gib = lambda x: format_size(x, binary=True)  # noqa: E731
-    where = f" on the {memory.stage}" if memory.stage else ""
-    parts = (f"weights {gib(memory.weights)}, gradients {gib(memory.gradients)}, optimizer "
-             f"{gib(memory.optimizer)}, activations "
-             + ("unknown" if memory.activations is None else gib(memory.activations))
-             + f", buffers {gib(memory.buffers)}")
-    levers = _levers(scenario, ctx) + ["more model parallelism (--tp up to the GPUs per node, "
-                                       "then --pp)", "`willitscale plan` to search plans that fit"]
-    room = (f"one {scenario.cluster.gpu.name} has {gib(memory.capacity)}" if memory.fraction >= 1 else
-            f"a plan may fill {gib(memory.limit)} of one {scenario.cluster.gpu.name}'s "
-            f"{gib(memory.capacity)} (--memory-fraction {memory.fraction:g}, as the planner)")
-    also = (f"It cannot run as given either: {batch_problem.rstrip('.')}. With a global batch "
-            "that splits: ") if batch_problem else ""
-    message = (f"out of memory: this plan needs {gib(memory.total)} per GPU{where} ({parts}) but "
-               f"{room}. " + also + "; ".join(levers))
-    return OutOfMemory(message, memory)
-
 
 def _check_measured_compute(scenario, result, peak: float) -> None:
     """A measured single-GPU step faster than the GPU's peak allows is a typo, not a GPU."""
@@ -142,13 +70,22 @@ def _check_measured_compute(scenario, result, peak: float) -> None:
 def estimate(scenario: Scenario, *, allow_oom: bool = False) -> StepEstimate:
     """Predict one training step of ``scenario``.
 
-    Raises :class:`~willitscale.scenario.validate.OutOfMemory` (an ``Infeasible`` with reason
-    ``out_of_memory``) when the plan does not fit in ``memory_fraction`` of the GPU's memory;
+    Knobs the user did not give (``scenario.unstated``) are fitted first
+    (:func:`willitscale.estimation.fit.fit_scenario`); the estimate's ``plan`` and ``knobs``
+    say what was taken and why. Raises :class:`~willitscale.scenario.validate.OutOfMemory` (an
+    ``Infeasible`` with reason ``out_of_memory``) when the plan does not fit in the GPU;
     with ``allow_oom`` the numbers are computed anyway and the bottleneck is ``out of memory``.
     A measured single-GPU step faster than the peak allows is a ``ConfigError``.
     """
 
-    return estimate_in_context(scenario, make_context(scenario), allow_oom=allow_oom)
+    knobs = {}
+    if scenario.unstated:
+        from willitscale.estimation.fit import fit_scenario
+
+        scenario, fit = fit_scenario(scenario)
+        knobs = fit.to_json() if fit is not None else {}
+    est = estimate_in_context(scenario, make_context(scenario), allow_oom=allow_oom)
+    return replace(est, knobs=knobs) if knobs else est
 
 
 def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> StepEstimate:
@@ -158,7 +95,7 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
     result = run(ctx, PlanBatch.from_plans([scenario.plan]), detail=True)
     _check_measured_compute(scenario, result, ctx.peak)
     memory = memory_of(result, scenario)
-    oom = _out_of_memory(memory, scenario, ctx) if memory.fits is False else None
+    oom = out_of_memory(memory, scenario, ctx) if memory.fits is False else None
     if oom is not None and not allow_oom:
         raise oom
     value = lambda name: float(np.asarray(getattr(result, name))[0])  # noqa: E731
@@ -176,7 +113,7 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
     if oom is not None:  # asked for the numbers anyway: out of memory is still the verdict
 
         bottleneck = Bottleneck(resource="out of memory", reason=str(oom),
-                                fixes=tuple(_levers(scenario, ctx)), busy=bottleneck.busy,
+                                fixes=tuple(memory_levers(scenario, ctx)), busy=bottleneck.busy,
                                 shares=bottleneck.shares, level=bottleneck.level)
 
     scope_warnings, scope_assumptions = calibration_scope(scenario)

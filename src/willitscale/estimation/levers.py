@@ -2,7 +2,11 @@
 
 **One criterion** decides the bottleneck verdict, every computed fix and ``requirements``: the
 *exposed share* of the step, communication that compute does not hide over the step time
-(:func:`exposed_share`). Communication is the bottleneck when that share exceeds
+(:func:`exposed_share`). Tensor-parallel traffic inside a node is part of the model's computation
+(a TP plan cannot run without it, and no network upgrade between GPUs is what a user asks for
+when they ask whether a job scales): it is reported separately and left out of the share, while
+TP groups that cross nodes, and data, pipeline, context and expert traffic, count.
+Communication is the bottleneck when that share exceeds
 :data:`EXPOSED_SHARE_LIMIT` (5%, the default of ``requirements --max-exposed-share``), and every
 fix is the least change that brings it to the limit. Comparing the communication's busy time
 with all compute (the handbook's "comms is a bottleneck" column) would miss that DDP hides the
@@ -33,10 +37,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from willitscale.step.evaluate import run
+from willitscale.topology.placement import group_placement
 
 __all__ = ["EXPOSED_SHARE_LIMIT", "LEVEL_RESOURCE", "BANDWIDTH_RANGE", "BANDWIDTH_RTOL", "Outcome",
            "BandwidthNeed", "available_levels", "exposed_share", "least_factor", "limiting_level",
-           "needed_bandwidth", "outcome", "scaled_context"]
+           "in_node_tensor_exposed", "needed_bandwidth", "outcome", "scaled_context"]
 
 #: exposed communication above this share of the step makes the network the bottleneck
 EXPOSED_SHARE_LIMIT = 0.05
@@ -79,7 +84,8 @@ class Outcome:
     """The numbers of one plan under one change."""
 
     step: float
-    exposed: float  #: exposed communication
+    exposed: float  #: exposed communication the verdict judges (all but in-node tensor parallel)
+    tensor_exposed: float  #: exposed tensor-parallel communication inside a node, not judged
     comms: float  #: communication busy time
     memory: float  #: bytes per GPU (largest stage)
     result: object  #: the engine's BatchResult
@@ -89,13 +95,26 @@ class Outcome:
         return float(exposed_share(self.exposed, self.step))
 
 
+def in_node_tensor_exposed(ctx, batch, result) -> np.ndarray:
+    """Per plan, the exposed tensor-parallel communication of groups that stay inside a node."""
+    tensor = result.traffic.get("tp")
+    if tensor is None:
+        return np.zeros_like(np.asarray(result.step_time, dtype=float))
+    degrees = {"tp": batch.tp, "cp": batch.cp, "ep": batch.ep, "dp": batch.dp, "pp": batch.pp}
+    groups = group_placement("tp", degrees, ctx.links.gpus_per_node,
+                             ctx.scenario.options.rank_order)
+    return np.where(groups.nodes <= 1, np.asarray(tensor["exposed"], dtype=float), 0.0)
+
+
 def outcome(ctx, batch, index: int = 0, result=None) -> Outcome:
     """Plan ``index`` of ``batch`` evaluated on ``ctx`` (or taken from ``result``)."""
 
     r = run(ctx, batch) if result is None else result
     pick = lambda x: float(np.asarray(x)[index])  # noqa: E731
-    return Outcome(step=pick(r.step_time), exposed=pick(r.exposed_comms), comms=pick(r.comms),
-                   memory=pick(r.memory_per_gpu), result=r)
+    tensor = pick(in_node_tensor_exposed(ctx, batch, r))
+    return Outcome(step=pick(r.step_time), exposed=pick(r.exposed_comms) - tensor,
+                   tensor_exposed=tensor, comms=pick(r.comms), memory=pick(r.memory_per_gpu),
+                   result=r)
 
 
 def available_levels(ctx) -> tuple[str, ...]:

@@ -15,7 +15,8 @@ from willitscale.errors import ConfigError
 from willitscale.memory.activations import ActivationMemory, activation_memory
 from willitscale.memory.state import StateMemory, state_memory
 from willitscale.workload.approximations import approximate_flops_per_token
-from willitscale.workload.flops import RECOMPUTE, TrainingFlops, training_flops
+from willitscale.workload.flops import TrainingFlops, training_flops
+from willitscale.workload.recompute import BASE_MODES
 from willitscale.workload.params import (
     ParamCount,
     embedding_params_per_tp_rank,
@@ -118,7 +119,7 @@ def summarize_model(model: Transformer, *, seq_len: int | None = None, micro_bat
                + head_params_per_tp_rank(model, tp))
     flops = training_flops(model, seq_len, recompute=recompute, causal=causal, flash_attention=flash_attention)
     by_mode = {mode: training_flops(model, seq_len, recompute=mode, causal=causal,
-                                    flash_attention=flash_attention).hardware_per_token for mode in RECOMPUTE}
+                                    flash_attention=flash_attention).hardware_per_token for mode in BASE_MODES}
     return ModelSummary(
         model=model, micro_batch=micro_batch, tp=tp, params=params, params_per_gpu=per_gpu,
         flops=flops, hardware_flops_per_token=MappingProxyType(by_mode),

@@ -1,7 +1,8 @@
 """What limits a model-parallel step, and what would help.
 
 The criterion of data parallelism (:mod:`.bottleneck`, :mod:`.levers`): exposed communication
-over the step. Above :data:`~.levers.EXPOSED_SHARE_LIMIT` the network level whose speed-up cuts it
+over the step, without the tensor-parallel traffic that stays inside a node (part of the model's
+computation: it is named separately, with its cost). Above :data:`~.levers.EXPOSED_SHARE_LIMIT` the network level whose speed-up cuts it
 most is the bottleneck; else storage when exposed data loading is, else compute, and the reason
 names the largest *losses* on top of compute: the pipeline bubble or a kind of exposed
 communication. Fixes: the same computed network fixes, plus those of the pipeline (the bubble's
@@ -65,9 +66,14 @@ def model_parallel_bottleneck(scenario, ctx, result, breakdown, ops) -> Bottlene
     losses = sorted((x for x in losses if x[1] > 0), key=lambda x: -x[1])
     top = ", ".join(f"{name} {format_time(t)} ({t / step:.0%})" for name, t in losses[:3])
     fixes = _fixes(scenario, ctx, breakdown, ops)
+    tensor = (f"; tensor parallelism inside each node leaves {format_time(base.tensor_exposed)} "
+              f"({base.tensor_exposed / step:.0%}) exposed, a cost of tp = {scenario.plan.tp} "
+              "counted with the model's computation, not against the network"
+              if base.tensor_exposed > 0 else "")
     if resource.endswith("network"):
         reason = (f"{format_time(base.exposed)} ({base.share:.0%}) of the {format_time(step)} step "
-                  f"is exposed communication; {level_description(ctx, level)}; exposed: {top}")
+                  f"is exposed communication; {level_description(ctx, level)}; exposed: {top}"
+                  f"{tensor}")
         fixes = list(network_fixes(scenario, ctx, base, level)) + fixes
     elif resource == "storage":
         reason = (f"storage: {format_time(breakdown.data_loading)} ({data_share:.0%}) of the step "
@@ -76,8 +82,9 @@ def model_parallel_bottleneck(scenario, ctx, result, breakdown, ops) -> Bottlene
         reason = (f"compute: forward + backward {format_time(compute)} of the {format_time(step)} "
                   f"step (+ {format_time(breakdown.overlap_slowdown)} overlap slowdown, "
                   f"{format_time(breakdown.optimizer)} optimizer)"
-                  + (f"; on top of it: {top}" if top else "; nothing else is exposed"))
+                  + (f"; on top of it: {top}" if top else "; nothing else is exposed") + tensor)
     busy = [("compute", compute), ("communication", base.comms)]
     return Bottleneck(resource=resource, reason=reason, fixes=tuple(fixes), busy=tuple(busy),
                       shares=(("communication", base.share), ("data_loading", data_share),
-                              ("bubble", breakdown.bubble / step)), level=level)
+                              ("bubble", breakdown.bubble / step),
+                              ("tensor_parallel", base.tensor_exposed / step)), level=level)

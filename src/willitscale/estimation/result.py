@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from willitscale.estimation.timeline import Timeline
+from willitscale.memory.device import RESERVED_RATIO
 
 __all__ = ["Breakdown", "MemoryBreakdown", "CommReport", "Bottleneck", "StepEstimate"]
 
@@ -38,18 +39,26 @@ class Breakdown:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryBreakdown:
-    """Bytes per GPU against the GPU's memory. ``activations`` is None when it cannot be known."""
+    """Bytes per GPU by component against the GPU's memory (docs/memory.md). ``activations`` is
+    None when it cannot be known (no model shape)."""
 
     weights: float
     gradients: float
-    optimizer: float  #: optimizer states and master weights
+    optimizer: float  #: optimizer states (Adam's moments)
     activations: float | None
     capacity: float  #: the GPU's memory
-    convention: str  #: the training-state convention used
-    buffers: float = 0.0  #: DDP bucket copies, ZeRO-3 gathered layers, pipeline receive buffers
+    convention: str  #: the training-state bytes used: the framework's, or --memory-convention's
+    buffers: float = 0.0  #: communication buffers: DDP/DeepSpeed buckets, gathered FSDP units, pipeline
     stage: str = ""  #: which pipeline stage these bytes are for (the one with the most)
     #: share of ``capacity`` a plan may fill (``--memory-fraction``, the planner's rule too)
     fraction: float = 1.0
+    master: float = 0.0  #: fp32 master weights
+    workspace: float = 0.0  #: cuBLAS workspace, autocast's 16-bit weight copies
+    step: float = 0.0  #: optimizer-step temporaries (when the activations are gone)
+    context: float = 0.0  #: CUDA context (outside PyTorch's allocator)
+    nccl: float = 0.0  #: NCCL's buffers (outside PyTorch's allocator)
+    framework: str = ""  #: megatron, fsdp, deepspeed, ddp
+    reserved_ratio: float = RESERVED_RATIO  #: reserved peak / allocated peak (nvidia-smi)
 
     @property
     def limit(self) -> float:
@@ -57,26 +66,70 @@ class MemoryBreakdown:
         return self.fraction * self.capacity
 
     @property
+    def state(self) -> float:
+        return self.weights + self.gradients + self.master + self.optimizer
+
+    @property
+    def allocated(self) -> float:
+        """PyTorch's peak, ``torch.cuda.max_memory_allocated`` (known parts only)."""
+        during = (self.activations or 0.0) + self.buffers + self.workspace
+        return self.state + max(during, self.step)
+
+    @property
     def total(self) -> float:
-        """Known parts only (a lower bound when ``activations`` is None)."""
-        return (self.weights + self.gradients + self.optimizer + (self.activations or 0.0)
-                + self.buffers)
+        """What the GPU must hold: the allocated peak, the CUDA context and NCCL (known parts
+        only: a lower bound when ``activations`` is None)."""
+        return self.allocated + self.context + self.nccl
+
+    @property
+    def reserved(self) -> float:
+        """What the caching allocator typically reserves at this peak (``reserved_ratio x
+        allocated``, memory.device)."""
+        return self.reserved_ratio * self.allocated
+
+    @property
+    def device(self) -> float:
+        """What nvidia-smi would show: the allocator's reserved peak (which it gives back under
+        pressure: never more than the GPU leaves it), the context and NCCL."""
+        other = self.context + self.nccl
+        return min(self.reserved, max(self.capacity - other, self.allocated)) + other
+
+    @property
+    def headroom(self) -> float:
+        """``limit - total``: negative when it does not fit."""
+        return self.limit - self.total
+
+    @property
+    def verdict(self) -> str | None:
+        """"fits" (the typical reserve fits too), "tight" (the allocated peak fits, the typical
+        reserve does not) or "does not fit"; None when unknown parts could still exceed the
+        limit (memory.device)."""
+        if self.total > self.limit:
+            return "does not fit"
+        if self.activations is None:
+            return None
+        return "tight" if self.reserved + self.context + self.nccl > self.limit else "fits"
 
     @property
     def fits(self) -> bool | None:
-        """True/False (against :attr:`limit`), or None when unknown parts could still exceed it."""
-        if self.total > self.limit:
-            return False
-        return None if self.activations is None else True
+        """True (fits or tight), False (does not fit), or None when unknown parts could exceed it."""
+        verdict = self.verdict
+        return None if verdict is None else verdict != "does not fit"
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "verdict": self.verdict, "framework": self.framework,
             "weights_bytes": self.weights, "gradients_bytes": self.gradients,
-            "optimizer_bytes": self.optimizer, "activations_bytes": self.activations,
-            "buffers_bytes": self.buffers, "total_bytes": self.total,
-            "capacity_bytes": self.capacity, "limit_bytes": self.limit,
-            "memory_fraction": self.fraction, "complete": self.activations is not None,
-            "fits": self.fits, "convention": self.convention, "stage": self.stage,
+            "master_bytes": self.master, "optimizer_bytes": self.optimizer,
+            "activations_bytes": self.activations, "buffers_bytes": self.buffers,
+            "workspace_bytes": self.workspace, "optimizer_step_bytes": self.step,
+            "allocated_bytes": self.allocated, "cuda_context_bytes": self.context,
+            "nccl_bytes": self.nccl, "total_bytes": self.total,
+            "reserved_bytes": self.reserved, "headroom_bytes": self.headroom,
+            "nvidia_smi_bytes": self.device, "capacity_bytes": self.capacity,
+            "limit_bytes": self.limit, "memory_fraction": self.fraction,
+            "complete": self.activations is not None, "fits": self.fits,
+            "convention": self.convention, "stage": self.stage,
         }
 
 
@@ -159,6 +212,8 @@ class StepEstimate:
     pipeline: dict = field(default_factory=dict)  #: schedule, stages, micro-batches, bubble
     placement: tuple = ()  #: one dict per group kind: ranks, nodes, GPUs per node, rail, link
     warnings: tuple[str, ...] = ()  #: plan choices worth a second look (TP across nodes, ...)
+    #: the unstated knobs the estimate fitted (estimation.fit.KnobFit.to_json), {} when none
+    knobs: dict = field(default_factory=dict)
 
     @property
     def memory_per_gpu(self) -> float:
@@ -232,4 +287,5 @@ class StepEstimate:
             "traffic": self.traffic(),
             "placement": [dict(p) for p in self.placement],
             "warnings": list(self.warnings),
+            "knobs": dict(self.knobs),
         }

@@ -165,6 +165,13 @@ class ComputeCalibration:
         for name in ("achieved_flop_rate", "optimizer_time_per_param"):
             if getattr(self, name) is not None:
                 _require(f"compute {self.device}", name, getattr(self, name))
+        if self.achieved_flop_rate is not None and self.achieved_flop_rate > self.peak_flop_rate * (1 + 1e-9):
+            # a fraction of the peak above 1 is a typo or a wrong peak, never a measurement
+            # (calibrate raises the peak to a faster training rate, with a note)
+            raise ConfigError(f"compute {self.device} {self.dtype}: efficiency",
+                              round(self.achieved_flop_rate / self.peak_flop_rate, 6),
+                              "a fraction of the peak in (0, 1]: achieved_TFLOPS at most "
+                              "peak_TFLOPS (raise peak_TFLOPS if the device is faster)")
         object.__setattr__(self, "runs", tuple(int(r) for r in self.runs))
 
     @property

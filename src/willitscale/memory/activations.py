@@ -30,10 +30,32 @@ parallelism else 1; ``q``, ``kv`` and ``f`` are the per-rank query, key/value an
 
 Selective recomputation drops the attention-score tensors (and FlashAttention's log-sum-exp);
 full recomputation keeps only each layer's input, ``p s b h r``, and rebuilds one layer at a
-time during the backward pass (``recompute_transient``). Gradients of activations during
+time during the backward pass (``recompute_transient``). Megatron-Core's ``--recompute-modules``
+drop what each module rebuilds: ``core_attn`` the scores, ``mlp`` the MLP's inner tensors,
+``layernorm`` the two norms' outputs (workload.recompute); ``layers:N`` / ``every:K`` mix
+full and no recomputation over a stage's layers (memory.stage). Gradients of activations during
 backward, workspace and fragmentation are not counted. The first pipeline stage adds the
 embedding's dropout mask (and BLOOM's embedding-norm input); the last adds the final norm's and
 LM head's inputs and the fp32 softmax of the vocab-parallel cross-entropy, ``4 s b V / t``.
+
+**How the model's code runs** (``Transformer.implementation``) changes the count:
+
+* ``fused`` (the formulas above): 16-bit activations, fused softmax/GELU kernels;
+* ``autocast``: eager PyTorch modules under ``torch.autocast``. The residual stream stays fp32
+  (the add of an fp32 input and a 16-bit output "run[s] in float32", PyTorch amp.rst), so each
+  norm keeps a 4-byte input, and so does a fully recomputed layer's checkpoint;
+* ``mingpt``: karpathy/minGPT @37baab7 under autocast, traced op by op (docs/memory.md): as
+  ``autocast``, plus ``softmax`` autocasts to fp32 (its 4-byte output is kept, and a 16-bit cast
+  of it for ``att @ v``), and ``NewGELU`` = ``0.5 x (1 + tanh(c (x + 0.044715 pow(x, 3))))``
+  with ``pow`` autocast to fp32 keeps ``pow``'s fp32 input, ``tanh``'s fp32 output, ``1 + tanh``
+  in fp32 and ``0.5 x`` in 16 bits: ``14 s b f`` bytes instead of the fused GELU's ``2 s b f``;
+  eager attention (no FlashAttention) and dropout 0.1 everywhere (lightning-GPT's train.py).
+  At ``a s / h = 2`` a layer keeps ``100 s b h`` bytes against Korthikanti's ``44``.
+
+``distribute_saved``: full recomputation's layer inputs split over the tensor-parallel ranks
+(Megatron-Core ``distribute_saved_activations``, metaseq ``--distribute-checkpointed-activations``;
+Korthikanti et al. 2022 section 4.3: "2sbhL/t if we only store a portion of activations in
+each tensor parallel rank").
 """
 
 from __future__ import annotations
@@ -44,7 +66,8 @@ import numpy as np
 
 from willitscale.errors import ConfigError
 from willitscale.workload.arrays import float_or_array
-from willitscale.workload.flops import recompute_choice
+from willitscale.workload.flops import recompute_pick
+from willitscale.workload.recompute import parse_recompute, rerun_modules
 from willitscale.workload.transformer import Transformer
 
 __all__ = ["ACTIVATION_BYTES", "activation_bytes", "ActivationMemory", "activation_memory"]
@@ -52,6 +75,7 @@ __all__ = ["ACTIVATION_BYTES", "activation_bytes", "ActivationMemory", "activati
 MASK_BYTES = 1  # a dropout mask is one byte per element (Korthikanti et al. 2022)
 SOFTMAX_STAT_BYTES = 4  # FlashAttention's log-sum-exp is fp32
 LOGITS_BYTES = 4  # cross-entropy works on fp32 logits
+FP32_BYTES = 4
 
 ACTIVATION_BYTES = 2  #: bf16/fp16 activations (and fp8 training's: see activation_bytes)
 
@@ -116,13 +140,26 @@ def _mlp_bytes(model: Transformer, sbh_rep, sb, f, p: int, dropout: bool):
 
 def activation_memory(model: Transformer, seq_len=None, micro_batch=1, *, recompute="none",
                       tp=1, sequence_parallel=False, flash_attention: bool = True,
-                      dropout: bool = False, dtype_bytes: int = 2) -> ActivationMemory:
+                      dropout: bool | None = None, dtype_bytes: int = 2,
+                      distribute_saved: bool = False) -> ActivationMemory:
     """Activation bytes per micro-batch (numpy-friendly in ``seq_len``, ``micro_batch``, ``tp``,
     ``sequence_parallel`` and ``recompute``, which may be arrays of mode names).
 
     Defaults describe current practice (FlashAttention, no dropout, bf16); Korthikanti et
     al.'s ``34 + 5as/h`` is ``flash_attention=False, dropout=True``.
     """
+    if isinstance(recompute, str):  # a mode name: its canonical rerun set (modules:core_attn ...)
+        mode = parse_recompute(recompute)
+        if mode.rerun != mode.name:
+            raise ConfigError("recompute", recompute, "a mode recomputing every layer here "
+                              "(layers:N and every:K are applied per pipeline stage, memory.stage)")
+        recompute = mode.rerun
+    eager = model.implementation != "fused"
+    mingpt = model.implementation == "mingpt"
+    if mingpt:  # eager attention, dropout 0.1 (lightning-GPT)
+        flash_attention = False
+        dropout = True if dropout is None else dropout
+    dropout = bool(dropout)
     s = np.asarray(model.seq_len if seq_len is None else seq_len, dtype=float)
     b = np.asarray(micro_batch, dtype=float)
     t = np.asarray(tp, dtype=float)
@@ -137,20 +174,40 @@ def activation_memory(model: Transformer, seq_len=None, micro_batch=1, *, recomp
     a = model.heads / t
     mask = MASK_BYTES * sbh_rep if dropout else 0.0
 
-    norms = 2 * p * sbh_rep
+    residual = FP32_BYTES if eager else p  # what the norms (and a checkpoint) keep per element
+    norms = 2 * residual * sbh_rep
     attention = p * sbh_rep + p * sb * (q + 2 * kv) + p * sb * q + mask
     if flash_attention:
         scores = SOFTMAX_STAT_BYTES * a * sb
+    elif mingpt:  # fp32 softmax output, its 16-bit cast for att @ v, the dropout mask
+        scores = a * s * sb * (FP32_BYTES + (p if p < FP32_BYTES else 0) + (MASK_BYTES if dropout else 0))
     else:
         scores = a * s * sb * (p + (MASK_BYTES + p if dropout else 0.0))
-    mlp = _mlp_bytes(model, sbh_rep, sb, model.ffn_hidden / t, p, dropout)
+    f = model.ffn_hidden / t
+    mlp = _mlp_bytes(model, sbh_rep, sb, f, p, dropout)
+    if mingpt:  # NewGELU's fp32 chain: 12 + p bytes per element where a fused GELU keeps p
+        mlp = mlp + (3 * FP32_BYTES) * sb * f
     layer = norms + attention + scores + mlp
 
-    checkpoint = p * sbh_rep  # the layer input, all that full recomputation keeps
-    per_layer = recompute_choice(recompute, layer, layer - scores, checkpoint + 0 * layer)
-    transient = recompute_choice(recompute, 0 * layer, scores, layer)
+    checkpoint = residual * sbh_rep  # the layer input, all that full recomputation keeps
+    if distribute_saved:  # split over the tensor-parallel ranks (already split with SP)
+        checkpoint = np.where(np.asarray(sequence_parallel, dtype=bool), checkpoint, checkpoint / t)
+    # what each module rebuilds in backward (workload.recompute): the attention core's scores;
+    # the MLP's inner tensors (its input, the checkpoint of the submodule, and the residual
+    # dropout mask stay); the two norms' outputs (the QKV and up projections' inputs)
+    parts = {"core_attn": scores, "mlp": mlp - p * sbh_rep - (MASK_BYTES * sbh_rep if dropout else 0.0),
+             "layernorm": 2 * p * sbh_rep}
+
+    def dropped(rerun):
+        modules = rerun_modules(rerun)
+        if modules is None:
+            return layer - checkpoint
+        return sum((parts[m] for m in modules), 0 * layer)
+
+    per_layer = recompute_pick(recompute, lambda r: layer - dropped(r))
+    transient = recompute_pick(recompute, lambda r: layer if r == "full" else dropped(r))
     embedding = mask + (p * sbh_rep if model.embedding_norm else 0.0)
-    head = 2 * p * sbh_rep + LOGITS_BYTES * sb * model.vocab / t
+    head = (residual + p) * sbh_rep + LOGITS_BYTES * sb * model.vocab / t
     total = model.layers * per_layer + transient + embedding + head
     out = float_or_array
     return ActivationMemory(

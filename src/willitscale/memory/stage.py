@@ -1,29 +1,25 @@
-"""Memory per GPU of every pipeline stage: training state, activations and buffers, against HBM.
+"""Memory per GPU of every pipeline stage, by component, against HBM.
 
-* **Training state**: the stage's parameters on one tensor-parallel rank, in bytes per parameter
-  of a named convention (:mod:`willitscale.memory.state`), with ZeRO sharding over the
-  data-parallel group (or within a node, hybrid). The default convention follows the gradient
-  dtype: fp32 gradients (PyTorch AMP, Megatron's fp32 main grads) ``handbook-18`` (the 18 bytes
-  per parameter of Bekman's networking chapter); bf16/fp16 gradients ``zero-16`` (ZeRO's 16).
-* **Activations**: :func:`willitscale.memory.activations.activation_memory` for one
-  micro-batch of ``s / cp`` tokens on one tensor-parallel rank, times the micro-batches the
-  schedule keeps in flight on that stage (:func:`willitscale.step.pipeline.in_flight`), plus
-  the one layer rebuilt at a time by recomputation. The first stage adds the embedding's, the
-  last the LM head's (its fp32 logits). Without a model shape they cannot be computed and the
-  estimate says so rather than inventing a number.
-* **Buffers**: with ZeRO-3 the gathered weights of the layer being computed and of the one
-  prefetched (bf16; unknown without a model shape, like the activations, and left out); with pipelining the receive buffers of one forward and one backward
-  message. A plain data-parallel plan is PyTorch DDP: by default
-  (``gradient_as_bucket_view=False``) its buckets hold a copy of every gradient, counted here
-  (the gradients' bytes once more); ``--gradient-as-bucket-view`` drops it. Model-parallel
-  plans follow Megatron-LM, whose gradients live in its contiguous grad buffer (no copy), as do
-  ZeRO's and FSDP's. CUDA context, NCCL workspaces and allocator fragmentation (typically 1-5
-  GB) are not counted: plans must fit in :data:`DEFAULT_MEMORY_FRACTION` of HBM instead.
-* **Activations** are 2 bytes per element in bf16, fp16 and fp8 training (Transformer Engine
-  keeps FP8 only inside its GEMMs; what is saved for backward stays in the bf16 compute
-  precision) and 4 with ``--dtype fp32``/``tf32``.
+* **Training state** (weights, gradients, fp32 master weights, optimizer states): the stage's
+  parameters on one tensor-parallel rank at the bytes per parameter of the plan's framework and
+  ZeRO stage (:mod:`willitscale.memory.frameworks`), or of a ``--memory-convention``
+  (:mod:`willitscale.memory.state`) sharded where that framework shards, over the shard group
+  (the data-parallel group, or its members in one node for hybrid sharding).
+* **Activations**: :func:`willitscale.memory.activations.activation_memory` for one micro-batch
+  of ``s / cp`` tokens on one tensor-parallel rank, times the micro-batches the schedule keeps
+  in flight on that stage (:func:`willitscale.step.pipeline.in_flight`: ``p`` on the first
+  stage of 1F1B), plus the one layer rebuilt at a time by recomputation. The first stage adds
+  the embedding's, the last the LM head's (its fp32 logits). Without a model shape they cannot
+  be computed and the estimate says so rather than inventing a number.
+* **Buffers, workspace, optimizer-step temporaries**: :mod:`willitscale.memory.buffers`.
+* **Outside PyTorch's tensors**: the CUDA context and NCCL's buffers
+  (:mod:`willitscale.memory.device`).
 
-The GPU that runs out first decides: ``memory_per_gpu`` is the largest stage's total.
+PyTorch's peak (what ``torch.cuda.max_memory_allocated`` reads) is the state plus the larger of
+the forward/backward transients (activations, buffers, workspace) and the optimizer step's
+temporaries; what the GPU must hold is that plus the context and NCCL; what nvidia-smi shows
+adds the allocator's cache (:data:`~willitscale.memory.device.RESERVED_RATIO`). The GPU that
+runs out first decides: the fullest stage column.
 """
 
 from __future__ import annotations
@@ -33,67 +29,135 @@ from dataclasses import dataclass
 import numpy as np
 
 from willitscale.memory.activations import activation_bytes, activation_memory
-from willitscale.memory.state import WEIGHT_BYTES, state_parts
+from willitscale.memory.buffers import DeepSpeedOptions, framework_buffers
+from willitscale.memory.device import RESERVED_RATIO, verdict_codes
+from willitscale.memory.frameworks import StateBytes
 from willitscale.workload.flops import RECOMPUTE
+from willitscale.workload.recompute import layer_share
 
-__all__ = ["DEFAULT_MEMORY_FRACTION", "StageMemory", "default_convention", "stage_memory"]
+__all__ = ["DEFAULT_MEMORY_FRACTION", "MemorySettings", "StageMemory", "default_convention",
+           "stage_memory"]
 
-#: share of HBM a plan may fill: the rest is left for what is not counted (CUDA context, NCCL
-#: workspaces, allocator fragmentation: typically 1-5 GB on an 80 GB GPU). ``estimate`` and
-#: ``plan`` judge "fits" by the same rule (``--memory-fraction``).
-DEFAULT_MEMORY_FRACTION = 0.9
+#: share of HBM a plan may fill. The CUDA context, NCCL's buffers and the allocator's margin are
+#: counted (memory.device), so the whole GPU is available by default; ``--memory-fraction``
+#: keeps a reserve of one's own. ``estimate`` and ``plan`` judge by the same rule.
+DEFAULT_MEMORY_FRACTION = 1.0
 
 
 def default_convention(grad_reduce_dtype: str) -> str:
-    """The training-state convention matching the gradient dtype."""
+    """The training-state convention matching the gradient dtype (``--memory-convention``'s
+    names; the frameworks' own bytes are the default now, see memory.frameworks)."""
     return "handbook-18" if grad_reduce_dtype == "fp32" else "zero-16"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MemorySettings:
+    """What the memory model needs beyond the plan: the state table, framework options and what
+    lives outside PyTorch's tensors."""
+
+    table: StateBytes  #: bytes per parameter by framework and ZeRO stage
+    dtype: str
+    grad_bytes: float
+    gradient_as_bucket_view: bool = False
+    deepspeed: DeepSpeedOptions = DeepSpeedOptions()
+    foreach_adamw: bool = False
+    distribute_saved: bool = False
+    cuda_context: float = 0.0  #: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StageMemory:
-    """Bytes per GPU of each stage column, arrays ``(plans, 3)``."""
+    """Bytes per GPU of each stage column, arrays ``(plans, 3)`` (``other``: ``(plans,)``)."""
 
     weights: np.ndarray
     gradients: np.ndarray
-    optimizer: np.ndarray  #: optimizer states and master weights
+    master: np.ndarray  #: fp32 master weights
+    optimizer: np.ndarray  #: optimizer states (Adam's moments)
     activations: np.ndarray  #: zeros when unknown (``known`` False)
-    buffers: np.ndarray
+    buffers: np.ndarray  #: communication buffers
+    workspace: np.ndarray
+    step: np.ndarray  #: optimizer-step temporaries (the activations are gone by then)
+    context: np.ndarray  #: CUDA context, per plan
+    nccl: np.ndarray  #: NCCL's buffers, per plan
     known: bool  #: activations could be computed (a model shape was given)
 
     @property
+    def state(self) -> np.ndarray:
+        return self.weights + self.gradients + self.master + self.optimizer
+
+    @property
+    def allocated(self) -> np.ndarray:
+        """PyTorch's peak (``torch.cuda.max_memory_allocated``)."""
+        return self.state + np.maximum(self.activations + self.buffers + self.workspace, self.step)
+
+    @property
+    def other(self) -> np.ndarray:
+        """Outside PyTorch's allocator: CUDA context and NCCL, per plan."""
+        return self.context + self.nccl
+
+    @property
     def total(self) -> np.ndarray:
-        return self.weights + self.gradients + self.optimizer + self.activations + self.buffers
+        """What the GPU must hold: the allocated peak, the context and NCCL."""
+        return self.allocated + self.other[:, None]
+
+    def device(self, capacity: float) -> np.ndarray:
+        """What nvidia-smi would show on a GPU of ``capacity`` bytes: the reserved peak (released
+        under pressure, so at most what the GPU leaves it), the context and NCCL."""
+        other = self.other[:, None]
+        reserved = np.minimum(RESERVED_RATIO * self.allocated,
+                              np.maximum(capacity - other, self.allocated))
+        return reserved + other
+
+    def verdicts(self, limit) -> np.ndarray:
+        """0 fits, 1 tight, 2 does not fit, per plan and column."""
+        return verdict_codes(self.allocated, self.other[:, None], limit)
 
 
-def stage_memory(*, scenario, batch, convention: str, params_dense, params_expert, shard_dense,
-                 shard_expert, layers, emb, head, in_flight, layer_params) -> StageMemory:
+def _state(table: StateBytes, framework, zero, dense, expert, shard_dense, shard_expert):
+    """(weights, gradients, master, optimizer) bytes per column."""
+    out = []
+    for part in (table.weights, table.gradients, table.master, table.optimizer):
+        rep, sh = part[framework, zero, 0][:, None], part[framework, zero, 1][:, None]
+        out.append(dense * (rep + sh / shard_dense[:, None]) + expert * (rep + sh / shard_expert[:, None]))
+    return out
+
+
+def stage_memory(*, scenario, batch, settings: MemorySettings, params_dense, params_expert,
+                 shard_dense, shard_expert, layers, emb, head, in_flight, layer_params,
+                 linear_params, nccl) -> StageMemory:
     """Memory per stage column for a batch of plans (see the module docstring)."""
 
-    zero = batch.zero[:, None]
-    weights, gradients, optimizer = state_parts(params_dense, params_expert, convention, zero,
-                                                shard_dense[:, None], shard_expert[:, None])
+    fw, zero = batch.framework, batch.zero
+    weights, gradients, master, optimizer = _state(settings.table, fw, zero, params_dense,
+                                                   params_expert, shard_dense, shard_expert)
     shape = np.shape(weights)
     pp = batch.pp.astype(float)
     tokens = batch.micro_batch * scenario.seq_len / batch.cp
     hidden = scenario.model.hidden if scenario.model is not None else 0
     element = activation_bytes(scenario.dtype)
-    message = tokens * hidden * element / batch.tp
-    buffers = np.where((pp > 1)[:, None], 2.0 * message[:, None], 0.0) + np.zeros(shape)
-    buffers = buffers + np.where(zero == 3, 2.0 * layer_params * WEIGHT_BYTES, 0.0)
-    plain_ddp = ((batch.tp == 1) & (batch.pp == 1) & (batch.cp == 1) & (batch.ep == 1)
-                 & (batch.zero == 0) & (batch.dp > 1))[:, None]
-    if not scenario.ddp.gradient_as_bucket_view:
-        buffers = buffers + np.where(plain_ddp, gradients, 0.0)
+    message = np.where(pp > 1, tokens * hidden * element / batch.tp, 0.0)
+    extra = framework_buffers(
+        framework=fw[:, None], zero=zero[:, None], dtype=settings.dtype,
+        grad_bytes=settings.grad_bytes, stage_params=params_dense + params_expert,
+        layer_params=layer_params, linear_params=linear_params,
+        shard=shard_dense[:, None], pipeline_message=message[:, None] + np.zeros(shape),
+        gradient_as_bucket_view=settings.gradient_as_bucket_view, deepspeed=settings.deepspeed,
+        foreach_adamw=settings.foreach_adamw)
+    common = dict(weights=weights, gradients=gradients, master=master, optimizer=optimizer,
+                  buffers=extra.communication, workspace=extra.workspace, step=extra.step,
+                  context=np.full(len(batch), settings.cuda_context), nccl=np.asarray(nccl, dtype=float))
     if scenario.model is None:
-        return StageMemory(weights=weights, gradients=gradients, optimizer=optimizer,
-                           activations=np.zeros(shape), buffers=buffers, known=False)
+        return StageMemory(activations=np.zeros(shape), known=False, **common)
 
     modes = np.asarray(RECOMPUTE, dtype=object)[batch.recompute]
     act = activation_memory(scenario.model, scenario.seq_len / batch.cp, batch.micro_batch,
                             recompute=modes, tp=batch.tp, sequence_parallel=batch.sequence_parallel,
-                            flash_attention=scenario.options.flash_attention, dtype_bytes=element)
+                            flash_attention=scenario.options.flash_attention, dtype_bytes=element,
+                            distribute_saved=settings.distribute_saved)
     col = lambda x: np.broadcast_to(np.asarray(x, dtype=float), batch.dp.shape)[:, None]  # noqa: E731
-    kept = layers * col(act.per_layer) + emb * col(act.embedding) + head * col(act.head)
-    activations = in_flight * kept + col(act.recompute_transient)
-    return StageMemory(weights=weights, gradients=gradients, optimizer=optimizer,
-                       activations=activations, buffers=buffers, known=True)
+    # layers:N / every:K recompute a share of the stage's layers; the others keep everything
+    share = layer_share(layers, batch.recompute_layers[:, None], batch.recompute_every[:, None])
+    per_layer = share * col(act.per_layer) + (1.0 - share) * col(act.layer_no_recompute)
+    kept = layers * per_layer + emb * col(act.embedding) + head * col(act.head)
+    activations = in_flight * kept + np.where(share > 0, col(act.recompute_transient), 0.0)
+    return StageMemory(activations=activations, known=True, **common)

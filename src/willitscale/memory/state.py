@@ -87,6 +87,14 @@ CONVENTIONS: Mapping[str, StateConvention] = MappingProxyType({
                    "(Kingma & Ba 2015)",
         ),
         StateConvention(
+            name="fp16-no-master-12", weights=2, gradients=2, master=0, optimizer=8,
+            description="fp16 weights and gradients, fp32 Adam moments, no fp32 master copy "
+                        "(fairseq/metaseq --memory-efficient-fp16, as OPT-175B trained)",
+            source="facebookresearch/metaseq metaseq/optim/fp16_optimizer.py @f7ffa5f "
+                   "(MemoryEfficientFP16Optimizer: 'this version does not maintain an FP32 copy of "
+                   "the model')",
+        ),
+        StateConvention(
             name="inference-2", weights=2, gradients=0, master=0, optimizer=0,
             description="weights only, fp16/bf16 (no training state): a lower bound",
             source="derived: 2 bytes per fp16/bf16 parameter",

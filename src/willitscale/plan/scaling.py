@@ -112,8 +112,10 @@ def scaling_rows(settings: Mapping[str, Any], nodes: Sequence[int]) -> list[Scal
 
     rows: list[ScalingRow] = []
     base = None
-    for n in nodes:
-        est = estimate(build_scenario({**settings, "nodes": n}), allow_oom=True)
+    # every node count checked before the first estimate: an out-of-range count fails at once
+    scenarios = [build_scenario({**settings, "nodes": n}) for n in nodes]
+    for n, scenario in zip(nodes, scenarios):
+        est = estimate(scenario, allow_oom=True)
         if base is None:
             base = est
         speedup = est.tokens_per_s / base.tokens_per_s

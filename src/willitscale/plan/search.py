@@ -13,8 +13,8 @@ is a candidate. Candidates are built and evaluated as numpy arrays
 (:class:`~willitscale.scenario.batch.PlanBatch`): the structural reasons of
 :mod:`willitscale.scenario.validate` first, then memory (the engine's memory part only), then the
 full step-time model for the plans that fit, in chunks. Memory must stay under
-``memory_fraction`` of the GPU's HBM (default 0.9: the model does not count the CUDA context,
-NCCL buffers and allocator fragmentation). Plans are ranked by predicted throughput (the
+``memory_fraction`` of the GPU's HBM (default 1: the CUDA context, NCCL buffers and the
+allocator's reserve are counted, memory.device). Plans are ranked by predicted throughput (the
 global batch is fixed, so by step time).
 """
 
@@ -28,9 +28,11 @@ import numpy as np
 
 from willitscale.errors import ConfigError
 from willitscale.hardware.model import MAX_GPUS
+from willitscale.memory.device import verdict_codes
+from willitscale.memory.frameworks import FRAMEWORK_STAGES, FRAMEWORKS, framework_index
 from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
 from willitscale.scenario.batch import PlanBatch
-from willitscale.scenario.plan import RECOMPUTE
+from willitscale.workload.recompute import RERUN_SETS, parse_recompute
 from willitscale.scenario.validate import CODE, REASONS, structural_reasons
 from willitscale.step.engine import make_context
 from willitscale.step.evaluate import run
@@ -66,13 +68,15 @@ class SearchSpace:
     ep: tuple[int, ...] | None = None
     zero: tuple[int, ...] = (0, 1, 2, 3)
     hybrid: bool = True  #: also FSDP hybrid sharding for ZeRO-3
-    recompute: tuple[str, ...] = ("none", "selective", "full")
+    recompute: tuple[str, ...] = ("none", "selective", "full")  #: modes (workload.recompute)
     schedules: tuple[str, ...] = ("gpipe", "1f1b", "interleaved")
     virtual_stages: tuple[int, ...] = (2, 4)
     sequence_parallel: tuple[bool, ...] = (False, True)
     max_micro_batch: int = 16
     memory_fraction: float = DEFAULT_MEMORY_FRACTION
     allow_tp_across_nodes: bool = False
+    #: one framework for every plan (its ZeRO stages only); None: what each plan implies
+    framework: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "cp", "ep"):
@@ -86,6 +90,19 @@ class SearchSpace:
             raise ConfigError("memory_fraction", self.memory_fraction, "a fraction in (0, 1]")
         if self.max_micro_batch < 1:
             raise ConfigError("max_micro_batch", self.max_micro_batch, "an integer >= 1")
+        if self.framework is not None:
+            framework_index(self.framework)
+            if not set(self.zero) & set(FRAMEWORK_STAGES[self.framework]):
+                raise ConfigError("zero", ",".join(map(str, self.zero)),
+                                  f"stages {self.framework} has: "
+                                  + ", ".join(map(str, FRAMEWORK_STAGES[self.framework])))
+
+    @property
+    def stages(self) -> tuple[int, ...]:
+        """The ZeRO stages searched: all asked for, or those the framework has."""
+        if self.framework is None:
+            return self.zero
+        return tuple(z for z in self.zero if z in FRAMEWORK_STAGES[self.framework])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,18 +195,26 @@ def candidate_plans(*, gpus: int, global_batch: int, layers: int, experts: int,
     bad = global_batch % rows["dp"] != 0
     rows = _keep(rows, np.where(bad, rows["micro_batch"] == 1, per_replica % rows["micro_batch"] == 0))
     rows["grad_accum"] = np.maximum(global_batch // (rows["dp"] * rows["micro_batch"]), 1)
-    zero = [(z, False) for z in space.zero] + ([(3, True)] if space.hybrid and 3 in space.zero else [])
+    stages = space.stages
+    zero = [(z, False) for z in stages] + ([(3, True)] if space.hybrid and 3 in stages else [])
     zopts = np.array(zero, dtype=np.int64)
     rows = _expand(rows, np.arange(len(zopts)), "zopt")
     rows["zero"], rows["shard_node"] = zopts[rows["zopt"], 0], zopts[rows["zopt"], 1].astype(bool)
     del rows["zopt"]
     rows = _keep(rows, (rows["zero"] == 0) | (rows["cp"] * rows["dp"] > 1)
-                 | ((rows["zero"] == min(space.zero)) & ~rows["shard_node"]))
+                 | ((rows["zero"] == min(stages)) & ~rows["shard_node"]))
     if gpus_per_node is not None and np.any(rows["shard_node"]):
         spans = group_placement("dp", rows, gpus_per_node, order or DEFAULT_ORDER).nodes > 1
         rows = _keep(rows, ~rows["shard_node"] | spans)
 
-    rows = _expand(rows, np.array([RECOMPUTE.index(r) for r in space.recompute]), "recompute")
+    modes = [parse_recompute(r) for r in space.recompute]
+    table = np.array([(RERUN_SETS.index(m.rerun), m.layers, m.every) for m in modes], dtype=np.int64)
+    rows = _expand(rows, np.arange(len(modes)), "mode")
+    rows["recompute"], rows["recompute_layers"], rows["recompute_every"] = (
+        table[rows["mode"], 0], table[rows["mode"], 1], table[rows["mode"], 2])
+    del rows["mode"]
+    if space.framework is not None:
+        rows["framework"] = FRAMEWORKS.index(space.framework)
     batch = PlanBatch.from_arrays(**rows)
     return batch, global_batch % batch.dp != 0
 
@@ -223,13 +248,16 @@ def search(scenario, *, gpus: int, global_batch: int, space: SearchSpace = Searc
     reason = np.where((reason == 0) & bad_batch, CODE["batch_not_divisible"], reason)
     n = len(batch)
     memory = np.full(n, np.nan)
+    verdict = np.full(n, 2, dtype=np.int64)
+    limit = space.memory_fraction * scenario.cluster.gpu.memory
     valid = np.nonzero(reason == 0)[0]
     for lo in range(0, valid.size, chunk * 4):
         idx = valid[lo:lo + chunk * 4]
         res = run(ctx, batch.take(idx), memory_only=True)
         memory[idx] = res.memory_per_gpu
+        verdict[idx] = verdict_codes(res.allocated_per_gpu, res.memory.other, limit)
     capacity = scenario.cluster.gpu.memory
-    oom = (reason == 0) & (memory > space.memory_fraction * capacity)
+    oom = (reason == 0) & (verdict == 2)
     reason = np.where(oom, CODE["out_of_memory"], reason)
     feasible = np.nonzero(reason == 0)[0]
     out = {k: np.full(n, np.nan) for k in ("step", "tflops", "hw", "bubble", "exposed", "compute")}
@@ -247,13 +275,14 @@ def search(scenario, *, gpus: int, global_batch: int, space: SearchSpace = Searc
     except KeyboardInterrupt:
         interrupted = True
     timed = feasible[:done]
-    ranked = timed[np.lexsort((memory[timed], out["step"][timed]))]
+    # the estimate's fit rule: plans that fit before tight ones, then the shortest step
+    ranked = timed[np.lexsort((memory[timed], out["step"][timed], verdict[timed]))]
     return SearchResult(batch=batch, reason=reason, memory=memory, step_time=out["step"],
                         tflops=out["tflops"], hardware_tflops=out["hw"], bubble=out["bubble"],
                         exposed=out["exposed"], compute=out["compute"], ranked=ranked, capacity=capacity,
                         seconds=time.perf_counter() - start, interrupted=interrupted,
                         global_batch=global_batch, seq_len=scenario.seq_len,
-                        extra={"memory_fraction": space.memory_fraction})
+                        extra={"memory_fraction": space.memory_fraction, "verdict": verdict})
 
 
 #: the public name of :func:`search`

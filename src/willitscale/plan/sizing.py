@@ -99,5 +99,5 @@ def gpus_to_hold_state(params, *, bytes_per_param: float, gpu_memory: float, usa
     _check_positive("bytes_per_param", bytes_per_param)
     _check_positive("gpu_memory", gpu_memory)
     if not 0 < usable <= 1:
-        raise ConfigError("usable", usable, "a fraction in (0, 1]")
+        raise ConfigError("usable memory (--usable-memory)", usable, "a fraction in (0, 1]")
     return _ceil(np.asarray(params, dtype=float) * bytes_per_param / (gpu_memory * usable))

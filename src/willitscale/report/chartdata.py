@@ -80,18 +80,32 @@ def efficiency(gpus: Sequence[float], throughput: Sequence[float]) -> list[float
 
 
 def memory_parts(memories: Sequence) -> dict[str, list[float | None]]:
-    """``{meaning: [bytes per memory breakdown]}`` (activations ``None`` when unknown); the
-    buffers (DDP bucket copies, ZeRO-3 gathered layers, pipeline receive buffers) when any
-    breakdown has some, so the parts add up to :attr:`MemoryBreakdown.total`."""
+    """``{meaning: [bytes per memory breakdown]}`` (activations ``None`` when unknown) that add
+    up to :attr:`MemoryBreakdown.total`: the training state, the activations, then each other
+    part when any breakdown has some: buffers (DDP/DeepSpeed buckets, gathered FSDP/ZeRO-3
+    layers, pipeline receive buffers), workspace (cuBLAS, autocast's weight copies), the
+    optimizer step's temporaries beyond the forward/backward peak (the allocated peak is the
+    state plus the larger of the two, docs/memory.md), the CUDA context and NCCL's buffers."""
     out = {
         "weights": [m.weights for m in memories],
         "gradients": [m.gradients for m in memories],
+        "master_weights": [float(getattr(m, "master", 0.0) or 0.0) for m in memories],
         "optimizer_states": [m.optimizer for m in memories],
         "activations": [m.activations for m in memories],
     }
-    buffers = [float(getattr(m, "buffers", 0.0) or 0.0) for m in memories]
-    if any(buffers):
-        out["buffers"] = buffers
+    if not any(out["master_weights"]):
+        del out["master_weights"]
+    during = [(m.activations or 0.0) + float(getattr(m, "buffers", 0.0) or 0.0)
+              + float(getattr(m, "workspace", 0.0) or 0.0) for m in memories]
+    others = {
+        "buffers": [float(getattr(m, "buffers", 0.0) or 0.0) for m in memories],
+        "workspace": [float(getattr(m, "workspace", 0.0) or 0.0) for m in memories],
+        "step_temporaries": [max(0.0, float(getattr(m, "step", 0.0) or 0.0) - d)
+                             for m, d in zip(memories, during)],
+        "cuda_context": [float(getattr(m, "context", 0.0) or 0.0) for m in memories],
+        "nccl": [float(getattr(m, "nccl", 0.0) or 0.0) for m in memories],
+    }
+    out.update({k: v for k, v in others.items() if any(v)})
     return out
 
 

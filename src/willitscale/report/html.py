@@ -203,15 +203,20 @@ def _comm_table(est) -> str:
 def _memory_table(m) -> str:
     gib = lambda x: "unknown" if x is None else format_size(x, binary=True)  # noqa: E731
     fits = {True: "fits", False: "does not fit", None: "state fits; activations unknown"}[m.fits]
+    fits = getattr(m, "verdict", None) or fits
     where = f"; the {m.stage}, the fullest" if m.stage else ""
-    return _table(("weights", "gradients", "optimizer states", "activations", "buffers", "total",
-                   "usable", "GPU memory", "verdict"),
-                  [(gib(m.weights), gib(m.gradients), gib(m.optimizer), gib(m.activations),
-                    gib(m.buffers), gib(m.total), gib(m.limit), gib(m.capacity), fits)],
-                  numeric=range(8)) + (
-        f'<p class="muted">Per GPU{esc(where)}. Usable: {m.fraction:g} of the GPU memory '
-        f"(--memory-fraction, the planner's rule). Buffers: DDP bucket copies, ZeRO-3 gathered "
-        f"layers, pipeline receive buffers. Convention: {esc(m.convention)}</p>")
+    return _table(("weights", "gradients", "master weights", "optimizer states", "activations",
+                   "buffers", "workspace", "CUDA context + NCCL", "total", "usable", "GPU memory",
+                   "verdict"),
+                  [(gib(m.weights), gib(m.gradients), gib(m.master), gib(m.optimizer),
+                    gib(m.activations), gib(m.buffers), gib(m.workspace), gib(m.context + m.nccl),
+                    gib(m.total), gib(m.limit), gib(m.capacity), fits)],
+                  numeric=range(11)) + (
+        f'<p class="muted">Per GPU{esc(where)}. Total: PyTorch\'s allocated peak (the state plus '
+        f"the larger of the forward/backward parts and the optimizer step's temporaries) plus the "
+        f"CUDA context and NCCL. Usable: {m.fraction:g} of the GPU memory (--memory-fraction). "
+        f"Buffers: DDP/DeepSpeed buckets, gathered FSDP/ZeRO-3 layers, pipeline receive buffers. "
+        f"Convention: {esc(m.convention)}; docs/memory.md</p>")
 
 
 def _inputs_table(c: ReportContents) -> str:

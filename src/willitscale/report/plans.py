@@ -39,18 +39,22 @@ def plan_settings(plan) -> dict[str, Any]:
 
 
 def plan_flags(plan) -> str:
-    """The ``willitscale estimate`` flags that give ``plan``."""
+    """The ``willitscale estimate`` flags that give ``plan``, every knob stated (so the estimate
+    fits none of them: estimation.fit)."""
+    from dataclasses import replace
+
     flags = [f"--dp {plan.dp}", f"--tp {plan.tp}", f"--pp {plan.pp}"]
     flags += [f"--{k} {getattr(plan, k)}" for k in ("cp", "ep") if getattr(plan, k) > 1]
-    if plan.zero:
-        flags.append("--fsdp hybrid" if plan.shard_scope == "node" else f"--zero {plan.zero}")
+    flags.append("--fsdp hybrid" if plan.shard_scope == "node" else f"--zero {plan.zero}")
+    if plan.framework and plan.framework != replace(plan, framework="").resolved_framework:
+        flags.append(f"--framework {plan.framework}")
     flags += [f"--micro-batch {plan.micro_batch}", f"--recompute {plan.recompute}"]
     if plan.pp > 1:
         flags.append(f"--pp-schedule {plan.pp_schedule}")
         if plan.pp_schedule == "interleaved":
             flags.append(f"--virtual-stages {plan.virtual_stages}")
-    if plan.sequence_parallel:
-        flags.append("--sequence-parallel")
+    if plan.tp > 1:
+        flags.append(f"--sequence-parallel {'true' if plan.sequence_parallel else 'false'}")
     return " ".join(flags)
 
 

@@ -39,6 +39,11 @@ COLORS = MappingProxyType({
     "optimizer_states": "#F0E442",  #: the optimizer's colour: its states
     "activations": "#44AA99",
     "buffers": "#882255",  #: DDP bucket copies, ZeRO-3 gathered layers, pipeline receive buffers
+    "master_weights": "#88CCEE",  #: fp32 master weights
+    "workspace": "#CC6677",  #: cuBLAS workspace, autocast's weight copies
+    "step_temporaries": "#DDCC77",  #: the optimizer step's temporaries beyond the backward peak
+    "cuda_context": "#AA4499",  #: outside PyTorch's allocator
+    "nccl": "#117733",  #: NCCL's buffers, outside PyTorch's allocator
 })
 
 #: hatch patterns that add meaning beyond colour (readable in greyscale too)
@@ -51,7 +56,9 @@ LABELS = MappingProxyType({
     "optimizer": "optimizer", "bubble": "pipeline bubble", "idle": "idle", "compute": "compute",
     "measured": "measured", "predicted": "predicted", "ideal": "ideal",
     "weights": "weights", "gradients": "gradients", "optimizer_states": "optimizer states",
-    "activations": "activations", "buffers": "buffers",
+    "activations": "activations", "buffers": "buffers", "master_weights": "master weights",
+    "workspace": "workspace", "step_temporaries": "optimizer-step temporaries",
+    "cuda_context": "CUDA context", "nccl": "NCCL",
 })
 
 #: a timeline span's kind -> the meaning (colour) it is drawn with

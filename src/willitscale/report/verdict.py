@@ -19,7 +19,7 @@ from willitscale.estimation.levers import EXPOSED_SHARE_LIMIT
 from willitscale.report.chartdata import compute_time
 from willitscale.units import format_bandwidth, format_size, format_time
 
-__all__ = ["verdict", "link_phrase", "percent", "exposed_share"]
+__all__ = ["verdict", "link_phrase", "percent", "exposed_share", "judged_exposed"]
 
 
 def percent(x: float) -> str:
@@ -29,11 +29,25 @@ def percent(x: float) -> str:
 
 
 def exposed_share(est) -> float:
-    """Exposed communication over the step: the criterion of the bottleneck verdict."""
+    """Exposed communication over the step: the criterion of the bottleneck verdict (without
+    tensor-parallel traffic inside a node, :mod:`willitscale.estimation.levers`)."""
     shares = dict(est.bottleneck.shares)
     if "communication" in shares:
         return float(shares["communication"])
     return est.exposed_comms / est.step_time if est.step_time else 0.0
+
+
+def judged_exposed(est) -> float:
+    """Seconds of the step the verdict judges as exposed communication."""
+    return exposed_share(est) * est.step_time
+
+
+def _tensor_cost(est) -> str:
+    share = float(dict(est.bottleneck.shares).get("tensor_parallel", 0.0))
+    if share <= 0:
+        return ""
+    return (f"; tensor parallelism inside each node adds {format_time(share * est.step_time)} "
+            f"({percent(share)}) of exposed communication, counted with the model's computation")
 
 
 #: "(25.0 GB/s one direction)" after a link's name: the inputs table gives the line rate
@@ -83,7 +97,7 @@ def _out_of_memory(c) -> str:
     change = (f"; {fitting[0].replace(' (fits)', ', which fits')}" if fitting else
               "; no single change of ZeRO stage, recomputation or micro-batch fits")
     share = exposed_share(est)
-    timing = (f"if it fit, {format_time(est.exposed_comms)} of each "
+    timing = (f"if it fit, {format_time(judged_exposed(est))} of each "
               f"{format_time(est.step_time)} step ({percent(share)}) would wait for "
               f"communication paced by {link_phrase(c.scenario, est.bottleneck.level)}"
               if est.comms > 0 else
@@ -97,11 +111,11 @@ def _network(c, limit: float) -> str:
     b = est.bottleneck
     share = exposed_share(est)
     return (f"No — on {_where(c)} the {b.resource} is the bottleneck: "
-            f"{format_time(est.exposed_comms)} of each {format_time(est.step_time)} step "
+            f"{format_time(judged_exposed(est))} of each {format_time(est.step_time)} step "
             f"({percent(share)}, above the {limit:.0%} limit) waits for communication, "
             f"paced by {link_phrase(c.scenario, b.level)}; communication is busy "
             f"{format_time(est.comms)} per step against {format_time(compute_time(est))} of "
-            f"compute (forward + backward){_scaling(c)}.")
+            f"compute (forward + backward){_tensor_cost(est)}{_scaling(c)}.")
 
 
 def _storage(c, limit: float) -> str:
@@ -126,10 +140,10 @@ def _compute(c, limit: float) -> str:
     if est.comms <= 0:
         comms = "; there is no communication to wait for"
     else:
-        comms = (f"; exposed communication is {format_time(est.exposed_comms)} "
+        comms = (f"; exposed communication is {format_time(judged_exposed(est))} "
                  f"({percent(exposed_share(est))}, under the {limit:.0%} limit) of "
                  f"{format_time(est.comms)} in all, paced by "
-                 f"{link_phrase(c.scenario, est.bottleneck.level)}")
+                 f"{link_phrase(c.scenario, est.bottleneck.level)}{_tensor_cost(est)}")
     bubble = est.breakdown.bubble
     extra = (f"; the pipeline bubble adds {format_time(bubble)} ({percent(bubble / est.step_time)})"
              if bubble > 0 else "")

@@ -138,8 +138,9 @@ class TrainRow:
     steps: int  #: measured steps of each kind
     #: the first DDP bucket's cap (bytes); None in runs stored before it was recorded
     first_bucket_bytes: int | None = None
-    #: the most bytes torch's caching allocator had allocated / reserved on this rank's GPU
-    #: during the measured steps (the slowest rank's); None on a CPU and in older runs
+    #: ``torch.cuda.max_memory_allocated`` / ``max_memory_reserved`` over the measured steps,
+    #: the largest of any rank (bytes); None on CPU (PyTorch keeps no such counters there) and
+    #: in runs stored before they were recorded. Rows are JSON in the store: no migration.
     peak_allocated_bytes: int | None = None
     peak_reserved_bytes: int | None = None
 
@@ -180,10 +181,13 @@ class TrainRow:
                    backward=float(data["backward_s"]),
                    backward_no_sync=float(data["backward_no_sync_s"]),
                    optimizer=float(data["optimizer_s"]),
-                   first_bucket_bytes=None if data.get("first_bucket_bytes") is None
-                   else int(data["first_bucket_bytes"]),
-                   **{k: None if data.get(k) is None else int(data[k])
-                      for k in ("peak_allocated_bytes", "peak_reserved_bytes")})
+                   first_bucket_bytes=_optional_int(data, "first_bucket_bytes"),
+                   peak_allocated_bytes=_optional_int(data, "peak_allocated_bytes"),
+                   peak_reserved_bytes=_optional_int(data, "peak_reserved_bytes"))
+
+
+def _optional_int(data: Mapping[str, Any], key: str) -> int | None:
+    return None if data.get(key) is None else int(data[key])
 
 
 ROW_TYPES = {cls.kind: cls for cls in (CollectiveRow, MatmulRow, TrainRow, AttentionRow,

@@ -368,8 +368,9 @@ class Store:
         runs = self.runs(kind=kind, limit=1)
         if not runs:
             what = f"{kind} runs" if kind else "runs"
-            raise ConfigError(f"the results store ({self.path}) has no {what} yet: "
-                              "run `willitscale bench ...` first")
+            # the environment, not the command line: exit 1
+            raise StoreError(f"the results store ({self.path}) has no {what} yet: "
+                             "run `willitscale bench ...` first")
         return runs[0].id
 
     def calibrations(self) -> list[StoredCalibration]:

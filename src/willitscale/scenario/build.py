@@ -14,13 +14,15 @@ from willitscale.errors import ConfigError
 from willitscale.fabric.backend import FlowNetwork
 from willitscale.hardware import build_cluster
 from willitscale.hardware.calibration import load_calibration
+from willitscale.memory.buffers import DEEPSPEED_BUCKET_ELEMENTS, DeepSpeedOptions
+from willitscale.memory.device import CUDA_CONTEXT_BYTES
 from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
 from willitscale.scenario.options import ParallelOptions
 from willitscale.scenario.plan import Plan, positive_int, resolve_batch
 from willitscale.scenario.scenario import DataLoading, DdpOptions, Measured, Scenario
 from willitscale.workload import get_model
 
-__all__ = ["build_scenario", "build_plan", "build_options"]
+__all__ = ["build_scenario", "build_plan", "build_options", "unstated_knobs"]
 
 _DDP_KEYS = {"overlap": "overlap", "bucket_cap": "bucket_cap", "first_bucket": "first_bucket",
              "grad_reduce_dtype": "grad_reduce_dtype", "overlap_slowdown": "overlap_slowdown",
@@ -38,16 +40,28 @@ def _model(settings: Mapping[str, Any]):
 
 
 def _cluster(settings: Mapping[str, Any]):
+    if settings.get("preset") is None and settings.get("gpu") is None and settings.get("calibration"):
+        measured = sorted({c.device for c in _calibration(settings).compute}) or ["links only"]
+        raise ConfigError("gpu", None, "the catalog GPU the calibration's figures are for (it "
+                          f"measured: {', '.join(measured)}), e.g. --gpu h100-sxm, or a --preset "
+                          "node; `willitscale hardware list` shows them")
     return build_cluster(
         preset=settings.get("preset"), gpu=settings.get("gpu"), nodes=settings.get("nodes", 1),
         gpus_per_node=settings.get("gpus_per_node"), intra_node=settings.get("intra_node"),
         inter_node=settings.get("inter_node"))
 
 
+def _default_stage(settings: Mapping[str, Any]) -> int:
+    """The ZeRO stage a framework runs when none is given: FSDP's default FULL_SHARD (3); the
+    others shard nothing by default (Megatron-LM without --use-distributed-optimizer, DeepSpeed
+    stage 0, DDP)."""
+    return 3 if settings.get("framework") == "fsdp" else 0
+
+
 def _sharding(settings: Mapping[str, Any]) -> tuple[int, str]:
     """``(zero, shard_scope)`` from ``zero``, ``shard_scope`` and ``fsdp`` (full = ZeRO-3 over the
     data-parallel group, hybrid = ZeRO-3 within each node, replicated across nodes)."""
-    zero, scope = settings.get("zero", 0), settings.get("shard_scope", "dp")
+    zero, scope = settings.get("zero", _default_stage(settings)), settings.get("shard_scope", "dp")
     fsdp = settings.get("fsdp")
     if fsdp is None:
         return zero, scope
@@ -78,7 +92,30 @@ def build_plan(settings: Mapping[str, Any], gpus: int) -> Plan:
     return Plan(dp=dp, **degrees, zero=zero, shard_scope=scope, micro_batch=micro,
                 grad_accum=accum, recompute=settings.get("recompute", "none"),
                 pp_schedule=schedule, virtual_stages=virtual,
-                sequence_parallel=settings.get("sequence_parallel", False))
+                sequence_parallel=settings.get("sequence_parallel", False),
+                framework=settings.get("framework", ""))
+
+
+def unstated_knobs(settings: Mapping[str, Any]) -> tuple[str, ...]:
+    """The plan knobs the settings leave to the estimate's fit (estimation.fit): sharding (no
+    ``zero``, ``fsdp`` or ``shard_scope``), sequence parallelism, recomputation. None with a
+    measured single-GPU step: it measured the run as it ran (its recomputation included)."""
+    if settings.get("step_time_one_gpu") is not None:
+        return ()
+    out = []
+    if not any(settings.get(k) is not None for k in ("zero", "fsdp", "shard_scope")):
+        out.append("zero")
+    for knob in ("sequence_parallel", "recompute"):
+        if settings.get(knob) is None:
+            out.append(knob)
+    return tuple(out)
+
+
+def _deepspeed(settings: Mapping[str, Any]) -> DeepSpeedOptions:
+    bucket = settings.get("reduce_bucket_size")
+    return DeepSpeedOptions(
+        reduce_bucket_elements=DEEPSPEED_BUCKET_ELEMENTS if bucket is None else float(bucket),
+        overlap_comm=settings.get("overlap_comm"))
 
 
 def build_options(settings: Mapping[str, Any]) -> ParallelOptions:
@@ -155,7 +192,11 @@ def build_scenario(settings: Mapping[str, Any]) -> Scenario:
         measured=measured, calibration=_calibration(settings), network=_network(settings),
         options=build_options(settings), defaults_applied=tuple(defaults),
         memory_fraction=settings.get("memory_fraction", DEFAULT_MEMORY_FRACTION),
-        optimizer=settings.get("optimizer", "adamw-fused"))
+        optimizer=settings.get("optimizer", "adamw-fused"),
+        cuda_context=settings.get("cuda_context", CUDA_CONTEXT_BYTES),
+        deepspeed=_deepspeed(settings),
+        distribute_saved_activations=settings.get("distribute_saved_activations", False),
+        unstated=unstated_knobs(settings))
 
 
 def _network(settings: Mapping[str, Any]):

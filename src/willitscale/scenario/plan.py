@@ -18,6 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from willitscale.errors import ConfigError
+from willitscale.workload.recompute import BASE_MODES, parse_recompute
+from willitscale.memory.frameworks import (
+    FRAMEWORKS,
+    check_framework_stage,
+    framework_index,
+    implied_framework,
+)
 
 __all__ = [
     "RECOMPUTE",
@@ -29,9 +36,10 @@ __all__ = [
     "resolve_batch",
 ]
 
-#: activation recomputation: none, selective (attention core only, Korthikanti et al. 2022) or
-#: full (every transformer layer's forward is run again in backward).
-RECOMPUTE = ("none", "selective", "full")
+#: the base recomputation modes (none, selective = the attention core, Korthikanti et al. 2022,
+#: full = every layer's forward again); Plan.recompute also takes modules:..., layers:N,
+#: every:K (willitscale.workload.recompute)
+RECOMPUTE = BASE_MODES
 #: pipeline schedules (model parallelism): GPipe, 1F1B (PipeDream-Flush), interleaved 1F1B.
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 ZERO_STAGES = (0, 1, 2, 3)
@@ -59,19 +67,20 @@ class Plan:
     zero: int = 0  #: ZeRO stage: 0 = plain DDP, 1 optimizer, 2 + gradients, 3 + parameters
     micro_batch: int = 1  #: samples per GPU per forward/backward
     grad_accum: int = 1  #: micro-steps per optimizer step (gradients synced on the last only)
-    recompute: str = "none"
+    recompute: str = "none"  #: a mode of willitscale.workload.recompute (canonical name kept)
     pp_schedule: str = "1f1b"
     virtual_stages: int = 1  #: model chunks per pipeline stage (interleaved schedule)
     sequence_parallel: bool = False
     shard_scope: str = "dp"  #: ZeRO shards over the whole data-parallel group, or within a node
+    #: megatron, fsdp, deepspeed or ddp (memory.frameworks); "" = what the plan implies
+    framework: str = ""
 
     def __post_init__(self) -> None:
         for name in (*_DEGREES, "micro_batch", "grad_accum", "virtual_stages"):
             positive_int(name, getattr(self, name))
         if self.zero not in ZERO_STAGES:
             raise ConfigError("zero", self.zero, "one of 0, 1, 2, 3")
-        if self.recompute not in RECOMPUTE:
-            raise ConfigError("recompute", self.recompute, "one of " + ", ".join(RECOMPUTE))
+        object.__setattr__(self, "recompute", parse_recompute(self.recompute).name)
         if self.pp_schedule not in PP_SCHEDULES:
             raise ConfigError("pp_schedule", self.pp_schedule, "one of " + ", ".join(PP_SCHEDULES))
         if self.virtual_stages > 1 and self.pp_schedule != "interleaved":
@@ -87,6 +96,17 @@ class Plan:
             raise ConfigError("shard_scope", self.shard_scope, "dp (full shard) or node (hybrid)")
         if self.shard_scope == "node" and self.zero == 0:
             raise ConfigError("hybrid sharding (shard_scope = node) needs a ZeRO stage >= 1")
+        if self.framework:
+            framework_index(self.framework)
+            check_framework_stage(self.framework, self.zero)
+
+    @property
+    def resolved_framework(self) -> str:
+        """The framework given, or the one the plan implies (memory.frameworks)."""
+        if self.framework:
+            return self.framework
+        mp = self.tp > 1 or self.pp > 1 or self.cp > 1 or self.ep > 1
+        return FRAMEWORKS[int(implied_framework(self.zero, mp))]
 
     @property
     def gpus(self) -> int:

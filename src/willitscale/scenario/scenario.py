@@ -19,17 +19,22 @@ from typing import Any
 
 from willitscale.compute.efficiency import DEFAULT_OVERLAP_SLOWDOWN, Efficiency
 from willitscale.compute.kernels import OPTIMIZER_BYTES
-from willitscale.errors import ConfigError
+from willitscale.errors import ConfigError, UnknownNameError
 from willitscale.hardware.model import Cluster
+from willitscale.memory.buffers import DeepSpeedOptions
+from willitscale.memory.device import CUDA_CONTEXT_BYTES
 from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
+from willitscale.memory.state import CONVENTIONS
 from willitscale.scenario.options import ParallelOptions
 from willitscale.scenario.plan import Plan
 from willitscale.scenario.validate import check_plan
 from willitscale.workload.transformer import SHAPE_LIMITS, Transformer
 
-__all__ = ["DEFAULT_BUCKET_CAP_BYTES", "DEFAULT_FIRST_BUCKET_BYTES", "MIN_BUCKET_CAP_BYTES", "GRAD_DTYPES", "DTYPE_BYTES", "DdpOptions", "DataLoading", "Measured", "Scenario"]
+__all__ = ["DEFAULT_BUCKET_CAP_BYTES", "DEFAULT_FIRST_BUCKET_BYTES", "MIN_BUCKET_CAP_BYTES", "GRAD_DTYPES", "DTYPE_BYTES", "DdpOptions", "DataLoading", "Measured", "Scenario", "FITTED_KNOBS"]
 
 MIB = 1024 * 1024
+#: plan knobs the estimate may fit when they are not given (estimation.fit)
+FITTED_KNOBS = ("zero", "sequence_parallel", "recompute")
 #: ``bucket_cap_mb=25`` (PyTorch DDP default), converted as PyTorch does: ``25 * 1024 * 1024``.
 DEFAULT_BUCKET_CAP_BYTES = 25 * MIB
 #: ``kDefaultFirstBucketBytes = int(1024 * 1024)`` in ``torch/csrc/distributed/c10d/reducer.hpp``.
@@ -121,20 +126,28 @@ class Scenario:
     params: float | None = None  #: parameter count when no shape is known (back-of-envelope)
     dtype: str = "bf16"  #: compute dtype: selects the GPU's peak
     efficiency: Efficiency | None = None  #: None: the documented default for GPU and dtype
-    memory_convention: str = ""  #: training-state convention; "" follows the gradient dtype
+    #: training-state convention (memory.state), a low-level override of the framework's bytes
+    memory_convention: str = ""
     ddp: DdpOptions = field(default_factory=DdpOptions)
     data: DataLoading | None = None
     measured: Measured = field(default_factory=Measured)
     calibration: Any = None  #: a willitscale.hardware.calibration.Calibration, when given
     network: Any = None  #: a willitscale.fabric.FlowNetwork (--network flow); None: the analytic model
     options: ParallelOptions = field(default_factory=ParallelOptions)  #: placement, overlap, attention
-    #: share of HBM a plan may fill (the planner's rule too): the rest is for what the model does
-    #: not count (CUDA context, NCCL workspaces, fragmentation)
+    #: share of HBM a plan may fill (the planner's rule too); the CUDA context, NCCL and the
+    #: allocator's reserve are counted (memory.device), so 1 by default
     memory_fraction: float = DEFAULT_MEMORY_FRACTION
     #: adamw-fused (28 B/param of HBM traffic) or adamw-foreach (80: torch.optim.AdamW's default)
     optimizer: str = "adamw-fused"
     name: str = ""
     defaults_applied: tuple[str, ...] = ()  #: what the builder filled in, for the report
+    cuda_context: float = CUDA_CONTEXT_BYTES  #: bytes outside PyTorch's allocator (memory.device)
+    deepspeed: DeepSpeedOptions = field(default_factory=DeepSpeedOptions)
+    #: full recomputation's saved layer inputs split over the tensor-parallel ranks
+    distribute_saved_activations: bool = False
+    #: plan knobs the user did not give, which the estimate fits (estimation.fit): any of
+    #: "zero", "sequence_parallel", "recompute"
+    unstated: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.model is None) == (self.params is None):
@@ -144,6 +157,13 @@ class Scenario:
             raise ConfigError("optimizer", self.optimizer, "one of " + ", ".join(OPTIMIZER_BYTES))
         if not 0 < self.memory_fraction <= 1:
             raise ConfigError("memory_fraction", self.memory_fraction, "a fraction in (0, 1]")
+        if self.memory_convention and self.memory_convention not in CONVENTIONS:
+            raise UnknownNameError("memory convention", self.memory_convention, CONVENTIONS)
+        if not self.cuda_context >= 0:
+            raise ConfigError("cuda_context", self.cuda_context, "a size >= 0")
+        bad = [k for k in self.unstated if k not in FITTED_KNOBS]
+        if bad:
+            raise ConfigError("unstated", bad[0], "one of " + ", ".join(FITTED_KNOBS))
         if self.params is not None and not self.params >= 1:
             raise ConfigError("params", self.params, "a parameter count >= 1, e.g. 2e9")
         longest = SHAPE_LIMITS["seq_len"]

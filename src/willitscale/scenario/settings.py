@@ -19,11 +19,13 @@ A scenario file (``examples/*.toml``)::
     seq_len = 2048
     micro_batch = 2    # and/or global_batch, grad_accum
     recompute = "full"
-    dtype = "bf16"
+    dtype = "bf16"     # also: memory_convention, memory_fraction, cuda_context,
+                       # distribute_saved_activations
     hfu = 0.5          # or mfu
 
     [parallel]         # dp, tp, pp, cp, ep, zero, fsdp, shard_scope, pp_schedule, virtual_stages,
-                       # sequence_parallel, rank_order, tp_comm_overlap, flash_attention
+                       # sequence_parallel, framework, rank_order, tp_comm_overlap, flash_attention
+    [deepspeed]        # reduce_bucket_size (elements), overlap_comm
     [ddp]              # overlap, bucket_cap, first_bucket, grad_reduce_dtype, overlap_slowdown,
                        # gradient_as_bucket_view
     [data]             # sample_bytes, storage_bandwidth, overlapped
@@ -136,12 +138,15 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "mfu": ("training", _fraction),
     "memory_convention": ("training", _str),
     "memory_fraction": ("training", _fraction),
+    "cuda_context": ("training", _size_with_unit),
+    "distribute_saved_activations": ("training", _bool),
     "optimizer": ("training", _str),
     # parallel
     "dp": ("parallel", _int), "tp": ("parallel", _int), "pp": ("parallel", _int),
     "cp": ("parallel", _int), "ep": ("parallel", _int), "zero": ("parallel", _int),
     "pp_schedule": ("parallel", _str), "virtual_stages": ("parallel", _int),
     "sequence_parallel": ("parallel", _bool),
+    "framework": ("parallel", _str),  # megatron | fsdp | deepspeed | ddp (memory.frameworks)
     "fsdp": ("parallel", _str),  # full | hybrid: ZeRO-3 over the whole dp group or within nodes
     "shard_scope": ("parallel", _str),  # dp | node (ZeRO stages 1-3)
     "rank_order": ("parallel", _str),  # tp-cp-ep-dp-pp, innermost first
@@ -155,6 +160,9 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "grad_reduce_dtype": ("ddp", _str),
     "overlap_slowdown": ("ddp", _float),
     "gradient_as_bucket_view": ("ddp", _bool),
+    # deepspeed (zero_optimization): what its buckets allocate
+    "reduce_bucket_size": ("deepspeed", _count),
+    "overlap_comm": ("deepspeed", _bool),
     # data loading
     "sample_bytes": ("data", parse_size),
     "storage_bandwidth": ("data", parse_bandwidth),

@@ -54,11 +54,12 @@ def _data(ctx, b, st):
     return b.micro_batch * st.m * data.sample_bytes / per_gpu, data.overlapped
 
 
-def _flops(ctx, b):
+def _flops(ctx, b, st):
     t, s = ctx.terms, ctx.scenario.seq_len
     model_token = 3.0 * (t.layers * t.layer_model_token + t.head_forward_token)
-    executed_token = (3.0 * (t.layers * t.layer_forward_token + t.head_forward_token)
-                      + t.layers * t.recompute_token[b.recompute])
+    base = t.recompute_token[0]  # FlashAttention's own rerun; the mode's on its share of layers
+    rerun = base + (t.recompute_token[b.recompute] - base) * st.share_model
+    executed_token = 3.0 * (t.layers * t.layer_forward_token + t.head_forward_token) + t.layers * rerun
     tokens = (b.global_batch * s).astype(float)
     gpus = b.gpus.astype(float)
     return tokens * model_token / gpus, tokens * executed_token / gpus, tokens
@@ -99,7 +100,7 @@ def assemble(ctx, b, st, comp, params, traffic, mem, pipe, bubble, crit, tail, p
     step = data + rest
     forward, backward = m * pick(comp[0], crit), m * pick(comp[1], crit)
     exposed_mp = m * pick(sum(tr.exposed for tr in traffic.values()), crit)
-    model_flops, executed_flops, tokens = _flops(ctx, b)
+    model_flops, executed_flops, tokens = _flops(ctx, b, st)
     per_step = {k: {"time": m * pick(traffic[k].time, crit), "exposed": m * pick(traffic[k].exposed, crit),
                     "bytes": m * pick(traffic[k].bytes, crit), "calls": m * pick(traffic[k].calls, crit)}
                 for k in KINDS}

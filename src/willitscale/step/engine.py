@@ -33,12 +33,15 @@ import numpy as np
 
 from willitscale.collectives.lines import cluster_links
 from willitscale.compute.efficiency import resolved_efficiency, roofline_applies
-from willitscale.memory.stage import default_convention
+from willitscale.memory.device import verdict_codes
+from willitscale.memory.frameworks import convention_table, state_bytes_table
+from willitscale.memory.stage import MemorySettings
+from willitscale.memory.state import get_convention
 from willitscale.step.data import _layer_split
 from willitscale.workload.params import norm_params
 from willitscale.workload.stages import model_terms
 
-__all__ = ["Context", "BatchResult", "make_context", "pick"]
+__all__ = ["Context", "BatchResult", "make_context", "memory_settings", "pick"]
 
 
 
@@ -57,7 +60,8 @@ class Context:
     peak: float
     efficiency: object  #: :class:`~willitscale.compute.efficiency.Efficiency`
     grad_bytes: int
-    convention: str
+    convention: str  #: the --memory-convention given ("" = the frameworks' own bytes)
+    memory: MemorySettings  #: what the memory model needs beyond the plan
     layer_fixed: float  #: norms + router parameters of one layer (not split by tp)
     expert_share: float  #: expert MLPs' share of a layer's split parameters
     roofline: bool = False  #: default compute model: GEMMs at e x peak + element-wise at HBM speed
@@ -74,10 +78,25 @@ def make_context(scenario) -> Context:
     return Context(scenario=scenario, terms=model_terms(scenario), links=cluster_links(scenario),
                    peak=scenario.cluster.gpu.peak(scenario.dtype), efficiency=eff,
                    grad_bytes=scenario.ddp.grad_bytes,
-                   convention=scenario.memory_convention or default_convention(
-                       scenario.ddp.grad_reduce_dtype),
+                   convention=scenario.memory_convention, memory=memory_settings(scenario),
                    layer_fixed=fixed, expert_share=share,
                    roofline=eff is not None and roofline_applies(scenario), flow=_flow(scenario))
+
+
+def memory_settings(scenario) -> MemorySettings:
+    """The memory model's inputs for ``scenario``: the frameworks' bytes per parameter (or the
+    ``--memory-convention``'s), framework options and the CUDA context."""
+    if scenario.memory_convention:
+        c = get_convention(scenario.memory_convention)
+        table = convention_table(c.weights, c.gradients, c.master, c.optimizer)
+    else:
+        table = state_bytes_table(scenario.dtype, scenario.ddp.grad_bytes)
+    return MemorySettings(table=table, dtype=scenario.dtype, grad_bytes=scenario.ddp.grad_bytes,
+                          gradient_as_bucket_view=scenario.ddp.gradient_as_bucket_view,
+                          deepspeed=scenario.deepspeed,
+                          foreach_adamw=scenario.optimizer == "adamw-foreach",
+                          distribute_saved=scenario.distribute_saved_activations,
+                          cuda_context=scenario.cuda_context)
 
 
 def _flow(scenario):
@@ -127,9 +146,20 @@ class BatchResult:
         return self.detail.get("memory_limit", self.capacity)
 
     @property
+    def allocated_per_gpu(self) -> np.ndarray:
+        """PyTorch's peak (``max_memory_allocated``) on the fullest stage."""
+        return pick(self.memory.allocated, self.memory_column)
+
+    @property
+    def verdict(self) -> np.ndarray:
+        """Per plan: 0 fits, 1 tight, 2 does not fit (memory.device), the rule of estimate and
+        plan."""
+        return verdict_codes(self.allocated_per_gpu, self.memory.other, self.memory_limit)
+
+    @property
     def fits(self) -> np.ndarray:
-        """Per plan: memory within :attr:`memory_limit` (the rule of estimate and plan)."""
-        return self.memory_per_gpu <= self.memory_limit
+        """Per plan: fits or is tight (the GPU holds what it needs, margin or not)."""
+        return self.verdict < 2
 
     @property
     def mfu(self) -> np.ndarray:

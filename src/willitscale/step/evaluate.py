@@ -14,6 +14,7 @@ import numpy as np
 from willitscale.collectives.lines import collective_lines, line_time, pair_time
 from willitscale.compute.kernels import elementwise_bytes
 from willitscale.memory.activations import activation_bytes
+from willitscale.memory.device import nccl_bytes
 from willitscale.memory.stage import stage_memory
 from willitscale.memory.state import WEIGHT_BYTES
 from willitscale.scenario.batch import PlanBatch
@@ -32,6 +33,8 @@ from willitscale.workload.params import (
     head_params_per_tp_rank,
     layer_params_per_tp_rank,
 )
+from willitscale.workload.flops import RECOMPUTE
+from willitscale.workload.recompute import layer_share, rerun_modules
 from willitscale.workload.stages import stage_counts, stage_flags, stage_layers
 
 __all__ = ["run"]
@@ -43,9 +46,21 @@ def _structure(ctx, b):
     emb, head, copy = stage_flags(b.pp, t.tied)
     counts = stage_counts(b.pp)
     tokens = b.micro_batch * ctx.scenario.seq_len / b.cp
+    # share of each stage's layers that recompute (layers:N, every:K; 1 otherwise), and of the
+    # whole model's
+    share = layer_share(layers, b.recompute_layers[:, None], b.recompute_every[:, None])
+    weight = counts * layers
+    whole = np.sum(weight * share, axis=-1) / np.maximum(np.sum(weight, axis=-1), 1.0)
     return SimpleNamespace(layers=layers, emb=emb, head=head, copy=copy, counts=counts,
                            active=counts > 0, tokens=tokens.astype(float),
-                           m=b.grad_accum.astype(float))
+                           m=b.grad_accum.astype(float), share=share, share_model=whole)
+
+
+def recompute_token(t, b, share):
+    """Recomputed FLOPs per token per layer: FlashAttention's own rerun of Q K^T (mode none)
+    plus the mode's rerun set on its ``share`` of the layers."""
+    base = t.recompute_token[0]
+    return base + (t.recompute_token[b.recompute][:, None] - base) * share
 
 
 def _params(ctx, b, st):
@@ -75,7 +90,7 @@ def _compute(ctx, b, st):
     t = ctx.terms
     per_gpu = (st.tokens / b.tp)[:, None]
     fwd = (st.layers * t.layer_forward_token + st.head * t.head_forward_token) * per_gpu
-    rec = st.layers * t.recompute_token[b.recompute][:, None] * per_gpu
+    rec = st.layers * recompute_token(t, b, st.share) * per_gpu
     executed = 3.0 * fwd + rec
     measured = ctx.scenario.measured.step_time_one_gpu
     if measured is not None:  # the optimizer inside it runs after the all-reduce (assemble)
@@ -95,11 +110,19 @@ def _compute(ctx, b, st):
         f_bytes, b_bytes = elementwise_bytes(
             hidden=model.hidden, heads=model.heads, seq_len=ctx.scenario.seq_len, tp=b.tp,
             sequence_parallel=b.sequence_parallel, flash=ctx.scenario.options.flash_attention,
-            recompute=b.recompute)
+            recompute=_elementwise_mode(b))
         rate = st.tokens[:, None] * st.layers / ctx.scenario.cluster.gpu.memory_bandwidth
         forward = forward + rate * f_bytes[:, None]
         backward = backward + rate * b_bytes[:, None]
     return forward, backward, (forward + backward) / executed, gemm
+
+
+def _elementwise_mode(b):
+    """The rerun set as compute.kernels.elementwise_bytes reads it: 2 the whole layer, 1 the
+    attention core (core_attn in the set), 0 nothing it counts (norms, MLP: their element-wise
+    passes are left out; a share of layers is counted as all of them)."""
+    core = np.array(["core_attn" in (rerun_modules(r) or {"core_attn"}) for r in RECOMPUTE])
+    return np.where(b.recompute == 2, 2, np.where(core[b.recompute], 1, 0))
 
 
 def _places(ctx, b):
@@ -136,7 +159,7 @@ def _lines(ctx, b, places):
 
 def _traffic(ctx, b, st, comp, params, places, L):
     t, fwd_c, bwd_c, spf = ctx.terms, comp[0], comp[1], comp[2]
-    full = b.recompute == 2
+    full = (b.recompute == 2) * st.share_model  # recomputed forwards rerun their collectives
     element = activation_bytes(ctx.scenario.dtype)
     per_rank = (st.tokens / b.tp)[:, None] * comp[3]  # seconds per FLOP-per-token of one GEMM
     out = {"tp": tensor_traffic(
@@ -193,13 +216,35 @@ def run(ctx, b, *, detail: bool = False, memory_only: bool = False) -> BatchResu
                     detail=detail)
 
 
+def _nccl_groups(ctx, b, places):
+    """Sizes of the groups each plan's GPUs communicate in (one NCCL communicator each)."""
+    t = ctx.terms
+    tied = ((b.pp >= 2) & t.tied & t.has_shape) * 2
+    sizes = [places[k].size for k in ("tp", "cp", "ep", "pp", "shard", "replica")]
+    sizes.append(np.where(b.ep > 1, places["edp"].size, 1))
+    sizes.append(np.where(b.zero == 0, 1, np.where(b.ep > 1, places["eshard"].size, 1)))
+    sizes.append(tied)
+    return np.stack([np.asarray(x, dtype=float) for x in sizes], axis=-1)
+
+
+def _linear_params(ctx, b, st, layer):
+    """Matmul weights (and biases) one GPU holds per stage column: what autocast copies."""
+    model = ctx.scenario.model
+    if model is None:  # --params: every parameter taken as a matmul weight (as 6P FLOPs do)
+        return np.broadcast_to(np.asarray(ctx.terms.total_params, dtype=float), st.layers.shape).copy()
+    head = model.vocab * model.hidden / b.tp.astype(float)  # the LM head's matmul weight, tied or not
+    return st.layers * (layer - ctx.layer_fixed) + st.head * head[:, None]
+
+
 def _memory(ctx, b, st, params, places):
     dense, expert, layer = params
     flight = in_flight(b.pp, st.m, b.gpipe, b.interleaved, b.virtual_stages)
-    return stage_memory(scenario=ctx.scenario, batch=b, convention=ctx.convention,
+    return stage_memory(scenario=ctx.scenario, batch=b, settings=ctx.memory,
                         params_dense=dense, params_expert=expert, shard_dense=places["shard"].size,
                         shard_expert=places["eshard"].size, layers=st.layers, emb=st.emb,
-                        head=st.head, in_flight=flight, layer_params=layer)
+                        head=st.head, in_flight=flight, layer_params=layer,
+                        linear_params=_linear_params(ctx, b, st, layer),
+                        nccl=nccl_bytes(_nccl_groups(ctx, b, places)))
 
 
 def _memory_result(ctx, b, st, mem):

@@ -83,7 +83,7 @@ def expert_share(ready, duration, expert_duration, end_of_backward: float) -> tu
 def _groups(keys, rows):
     """``(key, rows)`` for each distinct key row: one integer code per row, sorted once."""
     code = keys[:, 0].astype(np.int64)
-    for j, radix in enumerate((2, 2, 2, 1 << 12, 1 << 12, 4, 2), start=1):
+    for j, radix in enumerate((2, 2, 2, 1 << 12, 1 << 12, 16, 2), start=1):
         code = code * radix + keys[:, j]
     order = np.argsort(code, kind="stable")
     sorted_code = code[order]

@@ -24,7 +24,7 @@ from types import MappingProxyType
 from willitscale.config import Table, load_toml
 from willitscale.errors import ConfigError, UnknownNameError
 from willitscale.workload.hf import load_hf_config
-from willitscale.workload.transformer import NORMS, POSITIONS, Transformer
+from willitscale.workload.transformer import IMPLEMENTATIONS, NORMS, POSITIONS, Transformer
 
 __all__ = ["get_model", "list_models", "model_aliases", "model_from_table", "load_model_toml"]
 
@@ -50,6 +50,7 @@ def model_from_table(name: str, table: Table) -> tuple[Transformer, tuple[str, .
         "tied_embeddings": table.bool("tied_embeddings", True),
         "moe_experts": table.int("moe_experts", 0, min=0),
         "moe_top_k": table.int("moe_top_k", 0, min=0),
+        "implementation": table.str("implementation", "fused", choices=iter(IMPLEMENTATIONS)),
         "source": table.str("source"),
     }
     for key in _OPTIONAL_INTS:

@@ -38,6 +38,7 @@ import numpy as np
 
 from willitscale.errors import ConfigError
 from willitscale.workload.arrays import float_or_array
+from willitscale.workload.recompute import RERUN_SETS, layer_share, parse_recompute, rerun_modules
 from willitscale.workload.transformer import Transformer
 
 __all__ = [
@@ -50,26 +51,40 @@ __all__ = [
     "recompute_flops",
     "check_recompute",
     "recompute_choice",
+    "recompute_pick",
+    "rerun_flops",
 ]
 
-RECOMPUTE = ("none", "selective", "full")
+#: what one recomputed layer reruns (workload.recompute.RERUN_SETS): none, selective, full,
+#: and Megatron-Core's module sets; index 2 is full
+RECOMPUTE = RERUN_SETS
 
 
 def check_recompute(recompute):
-    """``recompute`` (a mode name or an array of them) if every value is one of
+    """``recompute`` (a rerun-set name or an array of them) if every value is one of
     :data:`RECOMPUTE`, else a :class:`ConfigError`."""
     if not np.all(np.isin(np.asarray(recompute, dtype=object), RECOMPUTE)):
         raise ConfigError("recompute", recompute, "one of " + ", ".join(RECOMPUTE))
     return recompute
 
 
-def recompute_choice(recompute, none, selective, full):
-    """``none``, ``selective`` or ``full`` picked per element of ``recompute`` (str or array)."""
+def recompute_pick(recompute, value_of):
+    """``value_of(name)`` per element of ``recompute`` (a rerun-set name or an array of them)."""
     check_recompute(recompute)
     if isinstance(recompute, str):
-        return {"none": none, "selective": selective, "full": full}[recompute]
+        return value_of(recompute)
     mode = np.asarray(recompute)
-    return np.where(mode == "full", full, np.where(mode == "selective", selective, none))
+    out = None
+    for name in np.unique(mode):
+        value = np.asarray(value_of(str(name)), dtype=float)
+        out = value * (mode == name) if out is None else np.where(mode == name, value, out)
+    return out
+
+
+def recompute_choice(recompute, none, selective, full):
+    """``none``, ``selective`` or ``full`` picked per element of ``recompute`` (str or array of
+    those three names)."""
+    return recompute_pick(recompute, {"none": none, "selective": selective, "full": full}.__getitem__)
 
 
 def keys_per_query(seq_len, window: int | None = None, *, causal: bool = False):
@@ -161,25 +176,41 @@ class TrainingFlops:
         return float_or_array(np.asarray(self.hardware_per_token) * np.asarray(self.seq_len))
 
 
-def recompute_flops(layer: LayerFlops, recompute, flash_attention: bool):
-    """Extra forward FLOPs per token one layer executes for recomputation."""
-    extra = recompute_choice(recompute, 0.0, layer.attention_core, layer.total)
+def rerun_flops(layer: LayerFlops, rerun: str):
+    """Forward FLOPs per token one layer reruns under a rerun set: the whole layer (full), the
+    attention core (core_attn / selective), the MLP (mlp); norms are not matmuls (0)."""
+    modules = rerun_modules(rerun)
+    if modules is None:
+        return layer.total
+    return (layer.attention_core if "core_attn" in modules else 0.0) + (
+        layer.mlp if "mlp" in modules else 0.0)
+
+
+def recompute_flops(layer: LayerFlops, recompute, flash_attention: bool, share=1.0):
+    """Extra forward FLOPs per token one layer executes for recomputation, averaged over the
+    layers (``share`` of them recompute: workload.recompute.layer_share)."""
+    extra = recompute_pick(recompute, lambda name: rerun_flops(layer, name))
     # FlashAttention's backward recomputes Q K^T from Q, K and the saved softmax statistics.
-    return float_or_array(extra + (layer.scores if flash_attention else 0.0))
+    return float_or_array(np.asarray(extra) * share + (layer.scores if flash_attention else 0.0))
 
 
 def training_flops(model: Transformer, seq_len=None, *, recompute="none",
                    causal: bool = False, flash_attention: bool = True) -> TrainingFlops:
     """Training FLOPs per token of ``model`` (numpy-friendly in ``seq_len``).
 
-    ``seq_len`` defaults to the model's training sequence length. ``recompute`` is one of
-    ``none``, ``selective``, ``full`` (or an array of them, broadcast against ``seq_len``); ``causal`` counts only unmasked attention scores;
+    ``seq_len`` defaults to the model's training sequence length. ``recompute`` is a mode of
+    :mod:`willitscale.workload.recompute` (or an array of rerun-set names, broadcast against
+    ``seq_len``); ``causal`` counts only unmasked attention scores;
     ``flash_attention`` adds the ``Q K^T`` its backward reruns to the hardware FLOPs.
     """
     seq_len = model.seq_len if seq_len is None else seq_len
     layer = layer_forward_flops(model, seq_len, causal=causal)
     fwd = layer.total
-    extra = recompute_flops(layer, recompute, flash_attention)
+    share = 1.0
+    if isinstance(recompute, str) and recompute not in RECOMPUTE:  # layers:N, every:K
+        mode = parse_recompute(recompute)
+        recompute, share = mode.rerun, float(layer_share(model.layers, mode.layers, mode.every))
+    extra = recompute_flops(layer, recompute, flash_attention, share)
     head = 2.0 * model.hidden * model.vocab
     layers = model.layers
     return TrainingFlops(

@@ -17,10 +17,16 @@ from dataclasses import dataclass, fields
 
 from willitscale.errors import ConfigError
 
-__all__ = ["Transformer", "NORMS", "POSITIONS"]
+__all__ = ["Transformer", "NORMS", "POSITIONS", "IMPLEMENTATIONS"]
 
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope", "alibi", "none")
+#: how the model's code runs, which decides what its forward keeps for backward
+#: (:mod:`willitscale.memory.activations`): ``fused`` 16-bit activations and fused kernels
+#: (Megatron-LM, Transformer Engine, torch.compile); ``autocast`` eager PyTorch modules under
+#: ``torch.autocast`` (fp32 residual stream into the norms); ``mingpt`` karpathy/minGPT's eager
+#: modules under autocast (fp32 softmax, its torch.pow/tanh GELU in fp32)
+IMPLEMENTATIONS = ("fused", "autocast", "mingpt")
 
 
 #: the largest value of each shape field a model may have: far above any model trained so far
@@ -72,6 +78,7 @@ class Transformer:
     sliding_window: int | None = None  #: each query sees at most this many keys (Mistral 7B v0.1)
     moe_experts: int = 0  #: 0 = dense; else experts per MoE layer (every layer is MoE)
     moe_top_k: int = 0  #: experts each token is routed to
+    implementation: str = "fused"  #: one of IMPLEMENTATIONS (activation memory)
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -98,6 +105,9 @@ class Transformer:
                               f"a divisor of heads = {self.heads}")
         if self.norm not in NORMS:
             raise ConfigError(f"model {self.name}: norm", self.norm, "one of " + ", ".join(NORMS))
+        if self.implementation not in IMPLEMENTATIONS:
+            raise ConfigError(f"model {self.name}: implementation", self.implementation,
+                              "one of " + ", ".join(IMPLEMENTATIONS))
         if self.position not in POSITIONS:
             raise ConfigError(f"model {self.name}: position", self.position, "one of " + ", ".join(POSITIONS))
         if self.position == "learned" and self.seq_len > self.max_positions:

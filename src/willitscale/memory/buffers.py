@@ -1,0 +1,125 @@
+"""Memory that is neither training state nor activations: communication buffers, framework
+workspace, and the optimizer step's temporaries, per framework (arrays over plans x stage
+columns). Derivations in docs/memory.md.
+
+**Communication buffers** (alive during forward and backward):
+
+* pipeline: the receive buffers of one forward and one backward message (``2 x`` a
+  micro-batch's ``s b h / tp`` activations);
+* ddp: DDP's buckets hold a copy of every fp32 gradient unless ``gradient_as_bucket_view``
+  (PyTorch ``torch/nn/parallel/distributed.py``: "the saved memory size will be equal to the
+  total gradients size"); the buckets exist on one process too (a model wrapped in DDP);
+* deepspeed ZeRO-1/2 (fp16, or bf16 at stage 2): with ``contiguous_gradients`` (default) the
+  backward copies gradients into ``buf_0 = torch.empty(reduce_bucket_size)`` of the weights'
+  dtype, and a ``buf_1`` more "when overlap_comm is enabled" (``stage_1_and_2.py``);
+  ``reduce_bucket_size`` 5e8 elements by default (``docs/_pages/config-json.md``). The BF16
+  optimizer (bf16, stage 0/1) has no such buckets; its fp32 accumulator is state;
+* deepspeed ZeRO-3: one reduce bucket (``__ipg_bucket_flat_buffer``) and the gathered weights:
+  the layer being computed plus the prefetch bucket (``stage3_prefetch_bucket_size`` 5e8),
+  at most ``stage3_max_live_parameters`` (1e9), never more than the stage holds;
+* fsdp: the unsharded 16-bit units in flight. FULL_SHARD (``zero = 3``): PyTorch's own memory
+  test counts "3x max unsharded block parameters" in forward and "1x max unsharded block
+  parameters ... 2x max unsharded block gradients" in backward (``test_fully_shard_memory.py``
+  @0334530): ``max(3 h, h + 2 g)`` per parameter of one layer. SHARD_GRAD_OP /
+  ``reshard_after_forward=False`` (``zero = 2``): every layer of the stage unsharded, plus
+  "1.5x max unsharded block parameters (reduce-scatter input/output)".
+
+**Workspace**: cuBLAS's workspace of the compute stream (8,519,680 bytes: PyTorch's default
+``:4096:2:16:8``, as measured in ``torch.cuda.memory_snapshot()`` on the PyTorch forum,
+discuss.pytorch.org/t/178671); with ``ddp`` under autocast, the 16-bit copies of the matmul
+weights (and biases) that autocast made in forward and autograd keeps for backward
+(``docs/source/amp.rst``: linear/matmul autocast to 16-bit): ``h x`` the stage's linear
+parameters.
+
+**Optimizer step temporaries** (after the activations are freed): DeepSpeed's fp16 stage 1/2
+hands the optimizer an fp32 copy of the rank's gradient partition (``single_grad_partition``,
+``4 / d`` per parameter) and its fp16 stage 0 optimizer an fp32 copy of all gradients; PyTorch's
+default foreach AdamW (``--optimizer adamw-foreach``, ddp and fsdp) allocates
+``exp_avg_sq.sqrt()`` out of place, 4 bytes per parameter it updates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from willitscale.memory.frameworks import DDP, DEEPSPEED, FSDP
+
+__all__ = ["DEEPSPEED_BUCKET_ELEMENTS", "DEEPSPEED_PREFETCH_ELEMENTS", "DEEPSPEED_MAX_LIVE",
+           "CUBLAS_WORKSPACE_BYTES", "DeepSpeedOptions", "Buffers", "framework_buffers"]
+
+#: DeepSpeed ``reduce_bucket_size`` default, elements (docs/_pages/config-json.md @ee3f19b)
+DEEPSPEED_BUCKET_ELEMENTS = 5e8
+#: ``stage3_prefetch_bucket_size`` and ``stage3_max_live_parameters`` defaults, elements
+DEEPSPEED_PREFETCH_ELEMENTS = 5e8
+DEEPSPEED_MAX_LIVE = 1e9
+#: cuBLAS workspace of one stream under PyTorch's default CUBLAS_WORKSPACE_CONFIG
+#: ":4096:2:16:8" = 2 x 4 MiB + 8 x 16 KiB (discuss.pytorch.org/t/178671: "It always occupies
+#: this fixed size: 8519680B")
+CUBLAS_WORKSPACE_BYTES = 8_519_680
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeepSpeedOptions:
+    """DeepSpeed's ``zero_optimization`` settings that allocate memory."""
+
+    reduce_bucket_elements: float = DEEPSPEED_BUCKET_ELEMENTS
+    #: None: DeepSpeed's default, True for stage 3 only (deepspeed/runtime/zero/config.py
+    #: ``overlap_comm_valid``: ``field_value = values["stage"] == 3``)
+    overlap_comm: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Buffers:
+    """Bytes per GPU (arrays of the stage columns' shape)."""
+
+    communication: np.ndarray  #: buckets, gathered weights, pipeline receive buffers
+    workspace: np.ndarray  #: cuBLAS workspace, autocast's 16-bit weight copies
+    step: np.ndarray  #: optimizer-step temporaries (after the activations are freed)
+
+
+def _deepspeed(zero, h, stage_params, layer_params, options: DeepSpeedOptions, bf16: bool):
+    bucket = options.reduce_bucket_elements * h
+    overlap = (zero == 3) if options.overlap_comm is None else np.full(np.shape(zero), options.overlap_comm)
+    ipg = np.where((zero == 1) | (zero == 2), bucket * np.where(overlap, 2.0, 1.0), 0.0)
+    ipg = np.where(bf16 & (zero <= 1), 0.0, ipg)  # the BF16 optimizer has no ipg buckets
+    live = np.minimum(np.minimum(layer_params + DEEPSPEED_PREFETCH_ELEMENTS, DEEPSPEED_MAX_LIVE),
+                      stage_params)
+    z3 = np.where(zero == 3, bucket + live * h, 0.0)
+    return ipg + z3
+
+
+def _fsdp(zero, h, g, stage_params, layer_params):
+    reshard = np.maximum(3.0 * h, h + 2.0 * g) * layer_params
+    keep = h * stage_params + 1.5 * h * layer_params
+    return np.where(zero == 3, reshard, np.where(zero == 2, keep, 0.0))
+
+
+def framework_buffers(*, framework, zero, dtype: str, grad_bytes: float, stage_params,
+                      layer_params, linear_params, shard, pipeline_message,
+                      gradient_as_bucket_view: bool, deepspeed: DeepSpeedOptions,
+                      foreach_adamw: bool) -> Buffers:
+    """Buffers, workspace and step temporaries per stage column (the module docstring).
+
+    ``framework``, ``zero``: ``(plans, 1)``; ``stage_params``, ``linear_params``: parameters one
+    GPU holds per column, ``(plans, 3)``; ``layer_params``: one layer's, ``(plans, 1)``;
+    ``shard``: the shard group's size ``(plans, 1)``; ``pipeline_message``: bytes of one
+    pipeline send, zero without pipelining."""
+    h = 4.0 if dtype in ("fp32", "tf32") else 2.0
+    bf16 = dtype == "bf16"
+    fw, z = np.asarray(framework), np.asarray(zero)
+    comm = 2.0 * np.asarray(pipeline_message, dtype=float) + 0.0 * stage_params
+    comm = comm + np.where((fw == DDP) & (not gradient_as_bucket_view), 4.0 * stage_params, 0.0)
+    comm = comm + np.where(fw == DEEPSPEED, _deepspeed(z, h, stage_params, layer_params,
+                                                       deepspeed, bf16), 0.0)
+    comm = comm + np.where(fw == FSDP, _fsdp(z, h, grad_bytes, stage_params, layer_params), 0.0)
+    casts = np.where((fw == DDP) & (h < 4), h * linear_params, 0.0)
+    workspace = CUBLAS_WORKSPACE_BYTES + casts
+    fp16_stage = (fw == DEEPSPEED) & ~(bf16 & (z <= 1))
+    step = np.where(fp16_stage & (z == 0), 4.0 * stage_params,
+                    np.where(fp16_stage & ((z == 1) | (z == 2)), 4.0 * stage_params / shard, 0.0))
+    if foreach_adamw:
+        local = np.where(z >= 1, stage_params / shard, stage_params)
+        step = step + np.where((fw == DDP) | (fw == FSDP), 4.0 * local, 0.0)
+    return Buffers(communication=comm, workspace=workspace + 0.0 * stage_params, step=step)

@@ -1,0 +1,72 @@
+"""What a GPU holds beyond PyTorch's tensors, and the three verdicts.
+
+* **CUDA context** (kernels, driver state; outside ``torch.cuda.memory_allocated``, inside
+  nvidia-smi): :data:`CUDA_CONTEXT_BYTES`, 0.51 GiB, from LitGPT's documented out-of-memory
+  message on an 80 GB A100 ("this process has 78.93 GiB memory in use. Of the allocated
+  memory 76.28 GiB is allocated by PyTorch, and 2.14 GiB is reserved by PyTorch but
+  unallocated": 78.93 - 76.28 - 2.14 GiB not PyTorch's; Lightning-AI/litgpt tutorials/oom.md
+  @6d04a87). Older stacks load every kernel eagerly: BigScience measured 1,573 MiB on an A100
+  in 2022 (``--cuda-context`` sets it).
+* **NCCL** buffers, per communicator the GPU uses (each group of more than one rank): 544 MiB
+  for two ranks, 688 MiB for more, measured on 4 A100s over NVLink (NVIDIA/nccl issue #964:
+  "for group with only 2 devices, it requires 544 MB. And for group with more than 2 devices,
+  it requires 688 MB"); "beyond 2 nodes it should no longer increase" (NVIDIA/nccl #986).
+* **The caching allocator.** At an out-of-memory error part of what PyTorch reserved cannot
+  hold the request (fragmentation): :data:`ALLOCATOR_MARGIN` of what is allocated, the largest
+  share among the out-of-memory messages of language-model training in
+  ``validation/data/allocator.toml`` (the fit rows: none of them is a configuration the
+  tests predict). Between steps the allocator also keeps freed blocks cached: what nvidia-smi
+  shows is the context, NCCL and the *reserved* peak, :data:`RESERVED_RATIO` x the allocated
+  peak (the median of the same file's training logs that print both).
+
+Verdicts, with ``need = allocated peak + context + NCCL`` against the GPU's memory (times
+``--memory-fraction``, 1 by default):
+
+* **fits**: what the caching allocator typically reserves, :data:`RESERVED_RATIO` x the
+  allocated peak, plus context and NCCL, is within it (what nvidia-smi would show);
+* **tight**: ``need`` is within it, the typical reserve is not: it runs if the allocator can
+  give back its cache (cudaMalloc retries, or ``expandable_segments:True``), and may fail on
+  fragmentation (up to :data:`ALLOCATOR_MARGIN` of what was allocated was unusable at the fit
+  rows' out-of-memory errors);
+* **does not fit**: ``need`` exceeds it (by how much, and which change would make it fit).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["CUDA_CONTEXT_BYTES", "NCCL_PAIR_BYTES", "NCCL_GROUP_BYTES", "ALLOCATOR_MARGIN",
+           "RESERVED_RATIO", "VERDICTS", "nccl_bytes", "verdict_codes"]
+
+MIB = 2 ** 20
+GIB = 2 ** 30
+#: 78.93 - 76.28 - 2.14 GiB (LitGPT tutorials/oom.md @6d04a87)
+CUDA_CONTEXT_BYTES = 0.51 * GIB
+NCCL_PAIR_BYTES = 544 * MIB  #: a two-rank communicator (NVIDIA/nccl #964)
+NCCL_GROUP_BYTES = 688 * MIB  #: a communicator of more than two ranks (NVIDIA/nccl #964)
+#: the largest (reserved - allocated) / allocated of the fit rows' out-of-memory messages
+#: (ragntune/code-llama-finetune #3: 351.89 MiB reserved but unallocated over 8.79 GiB
+#: allocated); tests/unit/test_memory_allocator_fit.py recomputes it from the data
+ALLOCATOR_MARGIN = 0.0391
+#: the median max-reserved / max-allocated of the fit rows' training logs (llama-recipes prints:
+#: 63/42, 58/42, 29/19 GB); tests/unit/test_memory_allocator_fit.py recomputes it
+RESERVED_RATIO = 1.5
+
+#: verdict codes: 0 fits, 1 tight, 2 does not fit
+VERDICTS = ("fits", "tight", "does not fit")
+
+
+def nccl_bytes(group_sizes) -> np.ndarray:
+    """NCCL's buffers on one GPU for the groups it communicates in (arrays of group sizes,
+    stacked on the last axis; sizes of 1 cost nothing)."""
+    sizes = np.asarray(group_sizes, dtype=float)
+    per = np.where(sizes > 2, NCCL_GROUP_BYTES, np.where(sizes == 2, NCCL_PAIR_BYTES, 0.0))
+    return per.sum(axis=-1)
+
+
+def verdict_codes(allocated, other, limit, ratio: float = RESERVED_RATIO) -> np.ndarray:
+    """0 fits, 1 tight, 2 does not fit, for ``allocated`` (PyTorch's peak) plus ``other``
+    (context, NCCL) against ``limit`` bytes (see the module docstring)."""
+    a = np.asarray(allocated, dtype=float)
+    other = np.asarray(other, dtype=float)
+    return np.where(a + other > limit, 2, np.where(ratio * a + other > limit, 1, 0)).astype(np.int64)
