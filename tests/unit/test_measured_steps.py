@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests/data/gpu-profile"
 PROFILE, STEPS = DATA / "synthetic-profile.toml", DATA / "synthetic-steps.toml"
 #: the perturbations the fixture was made with, (model, batch, seq) -> (d_step, d_mem)
-DELTAS = {("gpt2-medium", 8, 1024): (0.03, -0.04), ("gpt2-medium", 4, 2048): (-0.05, 0.02),
-          ("gpt2-large", 4, 1024): (0.07, 0.05), ("gpt2-large", 2, 2048): (-0.02, -0.06),
+DELTAS = {("gpt2-medium", 8, 1024): (0.03, -0.04), ("gpt2-medium", 16, 512): (-0.05, 0.02),
+          ("gpt2-large", 4, 1024): (0.07, 0.05), ("gpt2-large", 8, 512): (-0.02, -0.06),
           ("llama-1b", 4, 2048): (0.04, 0.03), ("llama-1b", 2, 4096): (-0.06, -0.01)}
 
 

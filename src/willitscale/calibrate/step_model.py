@@ -22,14 +22,15 @@ same profile, this module should ask them instead. Per step, with ``T = b s`` to
   the activation part of the peak below to give the measured peak) and ``reserved_ratio``
   (reserved over allocated).
 
-Peak allocated memory = the state, counted exactly and never scaled -- fp32 parameters,
-gradients (DDP's bucket views) and AdamW's two moments (16 B per parameter) and the bf16 copies
-autocast makes of the weights and keeps for the backward (2 B per parameter) -- plus
-``memory_scale`` x the activation part: what the forward keeps
-(:func:`willitscale.memory.activations.activation_memory`, FlashAttention, no dropout, 2-byte
-activations) and the logits' gradient at the start of the backward (fp32 and its bf16 cast,
-6 B per logit). The scale stands for what the count leaves out (the fp32 residual stream under
-autocast, the allocator's rounding, workspaces), which grows with the activations, not the state.
+Peak allocated memory comes from the project's memory model (:mod:`willitscale.memory`, docs/
+memory.md) for the benchmark's setup -- framework ``ddp`` with ``gradient_as_bucket_view``,
+foreach AdamW, FlashAttention-class SDPA, bf16 autocast, one GPU: the state (fp32 weights,
+gradients, AdamW's moments), cuBLAS's workspace and autocast's 16-bit weight copies, counted
+exactly and never scaled, plus ``memory_scale`` x the activation part: the activations the
+forward keeps, and the logits' gradient at the start of the backward (fp32 and its bf16 cast,
+6 B per logit), a transient the memory model leaves out (docs/memory.md: its validated rows have
+a 65-character vocabulary; GPT-2's 50,257 and Llama 3's 128,256 make it gigabytes). The scale
+stands for what the count leaves out and grows with the activations, not the state.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from dataclasses import dataclass
 from willitscale.calibrate.measured_curves import attention_time, gemm_time, memory_time
 from willitscale.errors import ConfigError
 from willitscale.hardware.calibration import Calibration
-from willitscale.memory.activations import activation_memory
 from willitscale.results.kernel_records import attention_flops
 from willitscale.workload.params import param_count
 from willitscale.workload.transformer import Transformer
@@ -67,8 +67,6 @@ OPTIMIZER_BYTES_PER_PARAM = 72
 #: kernels one layer launches forward (norms, casts, GEMMs, attention, activation, adds) and
 #: backward (about twice as many), for the fixed cost per kernel
 KERNELS_PER_LAYER = {"forward": 16, "backward": 32}
-#: fp32 parameter, gradient, two AdamW moments (4 B each) and the bf16 weight copy (2 B)
-STATE_BYTES_PER_PARAM = 4 + 4 + 8 + 2
 LOGIT_GRAD_BYTES = 4 + 2  #: the logits' fp32 gradient and its bf16 cast
 #: which attention curve stands for SDPA's default choice, first found wins
 KERNEL_PREFERENCE = ("fa2", "cudnn", "mem-efficient", "fa3")
@@ -152,12 +150,28 @@ def raw_step(cal: Calibration, shape: Transformer, *, batch: int, seq_len: int,
              + (WEIGHT_BYTES_PER_PARAM + OPTIMIZER_BYTES_PER_PARAM) * params)
     kernels = shape.layers * sum(KERNELS_PER_LAYER.values())
     memory_s = memory_time(memory, moved) + (kernels - 1) * memory.kernel_overhead
-    acts = activation_memory(shape, seq_len, batch, flash_attention=True, dropout=False, dtype_bytes=2)
-    state = STATE_BYTES_PER_PARAM * params
-    peak = state + float(acts.total) + LOGIT_GRAD_BYTES * tokens * shape.vocab
+    state, activations = _peak_parts(cal, shape, batch=batch, seq_len=seq_len)
+    peak = state + activations
     return StepPrediction(step=gemm_s + attn_s + memory_s, gemm=gemm_s, attention=attn_s,
                           memory_bound=memory_s, overhead=0.0, peak_allocated=peak,
                           peak_reserved=peak, peak_state=state)
+
+
+def _peak_parts(cal: Calibration, shape: Transformer, *, batch: int, seq_len: int) -> tuple[float, float]:
+    """``(state, activation part)`` bytes of the peak (module docstring), from the estimate's
+    memory breakdown for the benchmark's setup on the profile's GPU."""
+    from willitscale.estimation.estimate import estimate
+    from willitscale.scenario.build import build_scenario
+
+    gpu = (cal.provenance.gpu if cal.provenance is not None else "") or "h100-sxm"
+    settings = {"model": shape, "gpu": gpu, "nodes": 1, "gpus_per_node": 1, "dp": 1,
+                "micro_batch": batch, "global_batch": batch, "seq_len": seq_len, "dtype": "bf16",
+                "flash_attention": True, "optimizer": "adamw-foreach", "framework": "ddp",
+                "gradient_as_bucket_view": True, "recompute": "none"}
+    memory = estimate(build_scenario(settings), allow_oom=True).memory
+    fixed = memory.state + memory.buffers + memory.workspace
+    activations = (memory.activations or 0.0) + LOGIT_GRAD_BYTES * batch * seq_len * shape.vocab
+    return fixed, max(activations, memory.step)
 
 
 def predict_step(cal: Calibration, shape: Transformer, constants: StepConstants, *, batch: int,
