@@ -56,11 +56,11 @@ def test_a_measured_profile_round_trips(tmp_path):
 
 
 def test_the_documented_example_profile_loads():
-    # examples/measured-profile.toml is the example of docs/measure.md ("The measured profile")
+    # examples/profiles/measured-profile.toml is the example of docs/measure.md ("The measured profile")
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    example = root / "examples" / "measured-profile.toml"
+    example = root / "examples" / "profiles" / "measured-profile.toml"
     cal = load_calibration(example)
     assert cal.provenance.gpu == "h100-sxm"
     assert {name for name in cal.sections} == {"gemm", "attention", "memory"}
