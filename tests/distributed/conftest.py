@@ -12,6 +12,6 @@ def _collective_timeout(monkeypatch):
     environment of the test run cannot lengthen it. The slowest wait here is a rank waiting for
     its peers to start and import torch: seconds, tens on a busy machine (and a rank still
     starting is judged by its heartbeat, not its progress)."""
-    from willitscale.bench.dist import TIMEOUT_ENV
+    from willitscale.bench.ranks.dist import TIMEOUT_ENV
 
     monkeypatch.setenv(TIMEOUT_ENV, "300")

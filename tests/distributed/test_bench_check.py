@@ -15,7 +15,7 @@ def ctx(monkeypatch):
     import torch
     import torch.distributed as dist
 
-    from willitscale.bench.dist import Context
+    from willitscale.bench.ranks.dist import Context
 
     store = dist.HashStore()
     dist.init_process_group("gloo", store=store, rank=0, world_size=1)
@@ -63,7 +63,7 @@ def test_expected_output_of_rank_1_of_3(op, redop):
     import torch
 
     from willitscale.bench import verify
-    from willitscale.bench.dist import Context
+    from willitscale.bench.ranks.dist import Context
     from willitscale.bench.sweep import collective_shape
 
     n, r, chunk = 3, 1, 8  # all_to_all chunks align to 16 B (4 float32), as nccl-tests

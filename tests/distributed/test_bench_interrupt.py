@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from willitscale.bench.launch import GRACE_S
+from willitscale.bench.ranks.launch import GRACE_S
 from willitscale.results.store import Store
 
 pytestmark = pytest.mark.distributed

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-
 pytestmark = pytest.mark.distributed
 
 

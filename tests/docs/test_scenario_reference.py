@@ -4,7 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from willitscale.scenario.reference import SETTING_DOCS, reference_markdown, setting_type
+from willitscale.scenario.reference import (
+    SETTING_DOCS,
+    reference_markdown,
+    setting_type,
+)
 from willitscale.scenario.settings import _TOML_KEY, SETTINGS, load_settings
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "scenario.md"

@@ -47,6 +47,6 @@ def _collective_timeout(monkeypatch):
     timeout (WILLITSCALE_TIMEOUT_S, inherited by the nodes' commands), set here so that a
     larger value in the environment of the test run cannot lengthen it. The slowest op here,
     4 MB over a 100 Mbit/s uplink, takes 0.3 s; a rank waiting for its peers to start, seconds."""
-    from willitscale.bench.dist import TIMEOUT_ENV
+    from willitscale.bench.ranks.dist import TIMEOUT_ENV
 
     monkeypatch.setenv(TIMEOUT_ENV, "300")

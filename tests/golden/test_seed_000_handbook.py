@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from willitscale.scenario.build import build_scenario
 from willitscale.estimation.estimate import estimate
+from willitscale.scenario.build import build_scenario
 
 ARTICLE = {"params": 2e9, "gpu": "a100-80gb", "gpus_per_node": 8, "inter_node": "200Gbps",
            "micro_batch": 2, "seq_len": 2048, "hfu": 0.5, "recompute": "full"}

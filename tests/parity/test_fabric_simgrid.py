@@ -8,10 +8,10 @@ could overlap differently by up to a route latency per step; in these cases they
 """
 
 import json
-from dataclasses import replace
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np

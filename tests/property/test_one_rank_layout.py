@@ -13,8 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from willitscale.fabric.step import ParallelLayout
-from willitscale.topology.placement import (AXES, GROUP_AXES, group_members, group_placement,
-                                            uneven_groups)
+from willitscale.topology.placement import (
+    AXES,
+    GROUP_AXES,
+    group_members,
+    group_placement,
+    uneven_groups,
+)
 
 DEGREE = st.sampled_from([1, 2, 3, 4, 8])
 

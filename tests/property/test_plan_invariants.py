@@ -6,10 +6,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from willitscale.step.buckets import comm_schedule
-from willitscale.scenario.build import build_scenario
 from willitscale.estimation.estimate import estimate
 from willitscale.plan.requirements import scaled_link
+from willitscale.scenario.build import build_scenario
+from willitscale.step.buckets import comm_schedule
 
 scenarios = st.fixed_dictionaries({
     "params": st.sampled_from([1e8, 1e9, 7e9, 3e10]),

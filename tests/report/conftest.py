@@ -29,8 +29,8 @@ def scenario_flags() -> tuple[str, ...]:
 @pytest.fixture(scope="session")
 def handbook_estimates():
     """Estimates of the handbook job on 1, 2, 4, 8 and 16 nodes (computed once)."""
-    from willitscale.scenario.build import build_scenario
     from willitscale.estimation.estimate import estimate
+    from willitscale.scenario.build import build_scenario
 
     return [estimate(build_scenario({**HANDBOOK, "nodes": n})) for n in (1, 2, 4, 8, 16)]
 

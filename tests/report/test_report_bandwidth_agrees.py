@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import pytest
 
-from willitscale.scenario.build import build_scenario
 from willitscale.estimation.estimate import estimate
 from willitscale.estimation.levers import BANDWIDTH_RTOL, EXPOSED_SHARE_LIMIT
 from willitscale.plan.requirements import link_requirement, scaled_link
+from willitscale.scenario.build import build_scenario
 
 pytest.importorskip("matplotlib")
 

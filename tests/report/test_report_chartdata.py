@@ -4,7 +4,12 @@ import math
 
 import pytest
 
-from willitscale.report.chartdata import breakdown_parts, crossover, efficiency, ideal_throughput
+from willitscale.report.chartdata import (
+    breakdown_parts,
+    crossover,
+    efficiency,
+    ideal_throughput,
+)
 
 
 def test_crossover_interpolates_in_log2_nodes():

@@ -49,8 +49,8 @@ def test_acceptance_report_has_verdict_charts_and_tables(acceptance_html):
     # the estimate's computed fixes (more bandwidth, a larger batch) are listed, escaped
     import html
 
-    from willitscale.scenario.build import build_scenario
     from willitscale.estimation.estimate import estimate
+    from willitscale.scenario.build import build_scenario
 
     fixes = estimate(build_scenario({**_ACCEPTANCE, "nodes": 4})).bottleneck.fixes
     assert any("bandwidth" in f for f in fixes) and any("--grad-accum" in f for f in fixes)
@@ -111,9 +111,9 @@ def test_unwritable_html_path_is_a_clear_error(cli, tmp_path, acceptance_flags):
 def test_levers_are_the_estimate_with_one_setting_changed():
     # "twice the inter-node bandwidth" must be the same job as asking for 400 Gb/s outright,
     # and "gradients in bf16" the same as --grad-reduce-dtype bf16
-    from willitscale.scenario.build import build_scenario
     from willitscale.estimation.estimate import estimate
     from willitscale.report.contents import build_contents, levers
+    from willitscale.scenario.build import build_scenario
 
     settings = {**_ACCEPTANCE, "nodes": 4}
     c = build_contents(settings, sweep=[4])

@@ -58,8 +58,8 @@ def test_plan_records_match_the_planner_and_their_flags_reproduce_them(cli):
 
 
 def test_plan_label_names_what_differs_from_the_defaults():
-    from willitscale.scenario.plan import Plan
     from willitscale.report.plans import plan_label
+    from willitscale.scenario.plan import Plan
 
     plan = Plan(dp=4, tp=2, pp=4, zero=3, shard_scope="node", micro_batch=2, grad_accum=8,
                 recompute="selective", pp_schedule="interleaved", virtual_stages=2,

@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
+from willitscale.estimation.timeline import Span, Timeline  # noqa: E402
 from willitscale.report.plots.base import png_bytes, svg_text, write_charts  # noqa: E402
 from willitscale.report.style import COLORS  # noqa: E402
-from willitscale.estimation.timeline import Span, Timeline  # noqa: E402
 
 GIB = 2**30
 
@@ -28,12 +28,22 @@ def _step(exposed: float) -> Timeline:
 
 
 def _charts():
-    from willitscale.report.plots.fabric import link_utilization_histogram, traffic_heatmap
-    from willitscale.report.plots.measurements import busbw_vs_size, predicted_vs_measured
+    from willitscale.report.plots.fabric import (
+        link_utilization_histogram,
+        traffic_heatmap,
+    )
+    from willitscale.report.plots.measurements import (
+        busbw_vs_size,
+        predicted_vs_measured,
+    )
     from willitscale.report.plots.memory import memory_bars
     from willitscale.report.plots.planner import top_plans
     from willitscale.report.plots.requirements import bandwidth_requirements
-    from willitscale.report.plots.scaling import breakdown_bars, comms_vs_compute, scaling_efficiency
+    from willitscale.report.plots.scaling import (
+        breakdown_bars,
+        comms_vs_compute,
+        scaling_efficiency,
+    )
     from willitscale.report.plots.timeline import step_timeline
 
     sizes = [2**k for k in range(10, 31, 4)]
@@ -139,9 +149,9 @@ def test_a_pipeline_timeline_shows_its_bubble_in_the_bubble_colour():
     # forward (the pipeline filling) and half after the last backward (draining)
     from matplotlib.colors import to_hex
 
-    from willitscale.scenario.build import build_scenario
     from willitscale.estimation.estimate import estimate
     from willitscale.report.figures import timeline_chart
+    from willitscale.scenario.build import build_scenario
 
     est = estimate(build_scenario({"model": "gpt3-175b", "gpu": "a100-80gb", "nodes": 128,
                                    "gpus_per_node": 8, "inter_node": "8x200Gbps", "tp": 8,
@@ -194,9 +204,9 @@ def test_memory_chart_adds_up_to_the_estimates_total_and_marks_the_usable_memory
     # weight copies 2 B: 22 x 2e9 = 44e9 bytes; cuBLAS workspace 8,519,680 B; CUDA context
     # 0.51 GiB; NCCL 688 MiB (one 32-rank communicator) = 45,277,548,298 bytes = 42.2 GiB,
     # of the whole 80 GiB (--memory-fraction 1); with --memory-fraction 0.9, 72.0 GiB usable
-    from willitscale.scenario.build import build_scenario
     from willitscale.estimation.estimate import estimate
     from willitscale.report.figures import memory_chart
+    from willitscale.scenario.build import build_scenario
 
     job = {"params": 2e9, "gpu": "a100-80gb", "nodes": 4, "gpus_per_node": 8,
            "inter_node": "200Gbps", "micro_batch": 2, "seq_len": 2048, "hfu": 0.5,

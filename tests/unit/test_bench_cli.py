@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
+from willitscale.collectives.ops import Op
 from willitscale.results.records import CollectiveRow
 from willitscale.results.store import Store
-from willitscale.collectives.ops import Op
 
 
 def test_without_torch_the_message_names_the_extra(cli, monkeypatch):

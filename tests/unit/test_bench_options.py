@@ -6,9 +6,15 @@ import argparse
 
 import pytest
 
-from willitscale.bench.options import (CollectiveOptions, MatmulOptions, TrainOptions,
-                                       add_collective_args, add_matmul_args, add_train_args,
-                                       options_from_args)
+from willitscale.bench.options import (
+    CollectiveOptions,
+    MatmulOptions,
+    TrainOptions,
+    add_collective_args,
+    add_matmul_args,
+    add_train_args,
+    options_from_args,
+)
 from willitscale.errors import ConfigError, UnknownNameError
 
 

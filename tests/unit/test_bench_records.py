@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from willitscale.results.records import CollectiveRow, MatmulRow, TrainRow, row_from_json
 from willitscale.collectives.ops import Op
 from willitscale.errors import ConfigError
+from willitscale.results.records import (
+    CollectiveRow,
+    MatmulRow,
+    TrainRow,
+    row_from_json,
+)
 
 
 def _row(**kw):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from willitscale.collectives.ops import Op
 from willitscale.results.records import CollectiveRow
 from willitscale.results.repeats import compare_runs
-from willitscale.collectives.ops import Op
 
 
 def _rows(time_s: float):

@@ -11,10 +11,18 @@ import time
 
 import pytest
 
-from willitscale.bench import heartbeat
-from willitscale.bench.heartbeat import Heartbeat, Reading
-from willitscale.bench.watch import (DEFAULT_TIMEOUT_S, STARTUP_S, TIMEOUT_ENV, RankWatch,
-                                     exit_text, failure_message, hang, timeout_s)
+from willitscale.bench.ranks import heartbeat
+from willitscale.bench.ranks.heartbeat import Heartbeat, Reading
+from willitscale.bench.ranks.watch import (
+    DEFAULT_TIMEOUT_S,
+    STARTUP_S,
+    TIMEOUT_ENV,
+    RankWatch,
+    exit_text,
+    failure_message,
+    hang,
+    timeout_s,
+)
 from willitscale.errors import ConfigError
 
 T = 20.0  # the timeout of these cases
@@ -127,7 +135,7 @@ def test_a_heartbeat_file_reads_back(tmp_path, monkeypatch):
 def test_a_child_dies_with_its_parent_even_one_killed_with_sigkill(tmp_path):
     # a parent that starts `sleep 60` with die_with_parent(), prints its pid, and waits
     script = ("import subprocess, sys, time\n"
-              "from willitscale.bench.lifeline import die_with_parent\n"
+              "from willitscale.bench.ranks.lifeline import die_with_parent\n"
               "child = subprocess.Popen(['sleep', '60'], preexec_fn=die_with_parent())\n"
               "print(child.pid, flush=True)\n"
               "time.sleep(60)\n")
@@ -154,7 +162,7 @@ def test_a_collective_broken_by_a_lost_peer_is_reported_as_such():
     # rank died; torchrun): what this rank was doing, never an internal error
     from types import SimpleNamespace
 
-    from willitscale.bench.worker import _lost_peers
+    from willitscale.bench.ranks.worker import _lost_peers
 
     dist_error = type("DistBackendError", (RuntimeError,), {})
     ctx = SimpleNamespace(rank=0, torch=SimpleNamespace(distributed=SimpleNamespace(

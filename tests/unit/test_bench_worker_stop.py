@@ -7,7 +7,7 @@ import signal
 import threading
 import time
 
-from willitscale.bench.worker import _StopOnSignal
+from willitscale.bench.ranks.worker import _StopOnSignal
 
 
 def test_a_stop_signal_just_after_a_broken_collective_counts_as_stopping():

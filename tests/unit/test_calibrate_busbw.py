@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from willitscale.results.records import CollectiveRow
 from willitscale.calibrate.busbw import POINTS_PER_OCTAVE, predicted_busbw, size_grid
 from willitscale.calibrate.runs import run_from_environment
 from willitscale.collectives.ops import Op
 from willitscale.hardware.calibration import Calibration, LinkCalibration
+from willitscale.results.records import CollectiveRow
 
 MIB = 2**20
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from willitscale.collectives.ops import Op
 from willitscale.results.records import CollectiveRow, MatmulRow, TrainRow
 from willitscale.results.store import Store
-from willitscale.collectives.ops import Op
 
 
 def _env(nodes: int, rpn: int, uplink: float | None = None, hosts=None) -> dict:

@@ -5,8 +5,12 @@ from __future__ import annotations
 import pytest
 
 from willitscale.errors import ConfigError
-from willitscale.hardware.calibration import (Calibration, ComputeCalibration, LinkCalibration,
-                                              load_calibration)
+from willitscale.hardware.calibration import (
+    Calibration,
+    ComputeCalibration,
+    LinkCalibration,
+    load_calibration,
+)
 from willitscale.hardware.profile import AttentionCurve, GemmCurve, MemoryCurve, Provenance
 
 

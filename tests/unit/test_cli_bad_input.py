@@ -275,9 +275,9 @@ def _failed_run(kind="matmul") -> int:
 
 
 def test_calibrate_passes_over_a_failed_latest_run(cli):
+    from willitscale.collectives.ops import Op
     from willitscale.results.records import CollectiveRow
     from willitscale.results.store import Store
-    from willitscale.collectives.ops import Op
 
     env = {"world_size": 2, "nodes": 2, "ranks_per_node": 1, "backend": "gloo", "devices": ["cpu"],
            "emulated": {"uplink_Bps": 25e6}}

@@ -1,7 +1,12 @@
 import pytest
 
 from willitscale.config import Table, load_toml
-from willitscale.errors import ConfigError, Infeasible, UnknownNameError, WillItScaleError
+from willitscale.errors import (
+    ConfigError,
+    Infeasible,
+    UnknownNameError,
+    WillItScaleError,
+)
 from willitscale.units import parse_bandwidth
 
 

@@ -3,7 +3,15 @@
 import numpy as np
 import pytest
 
-from willitscale.fabric import ParallelLayout, Phase, StepComm, Stream, Traffic, simulate, step_traffic
+from willitscale.fabric import (
+    ParallelLayout,
+    Phase,
+    StepComm,
+    Stream,
+    Traffic,
+    simulate,
+    step_traffic,
+)
 from willitscale.topology import FabricLinks, Router, parse_routing, rail_optimized
 
 LINKS = FabricLinks(nic_bandwidth=50e9, nic_latency=2e-6, nvlink_bandwidth=450e9, nvlink_latency=1e-6,

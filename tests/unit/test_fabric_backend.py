@@ -3,7 +3,11 @@
 import numpy as np
 import pytest
 
-from willitscale.fabric import cluster_topology, flow_collective_model, simulate_collective
+from willitscale.fabric import (
+    cluster_topology,
+    flow_collective_model,
+    simulate_collective,
+)
 from willitscale.hardware import build_cluster
 from willitscale.topology import parse_routing
 

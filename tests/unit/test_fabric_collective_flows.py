@@ -3,7 +3,11 @@
 import numpy as np
 import pytest
 
-from willitscale.collectives.flows import collective_phases, double_binary_trees, group_phases
+from willitscale.collectives.flows import (
+    collective_phases,
+    double_binary_trees,
+    group_phases,
+)
 from willitscale.errors import ConfigError
 
 

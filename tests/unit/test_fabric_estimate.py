@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from willitscale.estimation.comms import gradient_allreduce
 from willitscale.fabric import FlowNetwork, cluster_topology, simulate_collective
 from willitscale.scenario.build import build_scenario
-from willitscale.estimation.comms import gradient_allreduce
 from willitscale.topology import parse_routing
 
 SETTINGS = {"preset": "dgx-h100", "nodes": 2, "model": "gpt2-xl", "micro_batch": 4}

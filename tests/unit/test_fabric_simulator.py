@@ -7,7 +7,13 @@ from hypothesis import strategies as st
 
 from willitscale.fabric import Phase, Stream, Traffic, simulate, simulate_collective
 from willitscale.fabric.traffic import collective_traffic
-from willitscale.topology import FabricLinks, Router, nvswitch_node, parse_routing, rail_optimized
+from willitscale.topology import (
+    FabricLinks,
+    Router,
+    nvswitch_node,
+    parse_routing,
+    rail_optimized,
+)
 
 LINKS = FabricLinks(nic_bandwidth=50e9, nic_latency=2e-6, nvlink_bandwidth=450e9, nvlink_latency=1e-6,
                     switch_latency=0.5e-6)

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from willitscale.errors import ConfigError
-from willitscale.fabric import ParallelLayout, StepComm, simulate, step_traffic, traffic_matrix
+from willitscale.fabric import (
+    ParallelLayout,
+    StepComm,
+    simulate,
+    step_traffic,
+    traffic_matrix,
+)
 from willitscale.fabric.traffic import (
     channel_orders,
     collective_traffic,

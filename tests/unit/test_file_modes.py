@@ -9,9 +9,9 @@ import stat
 
 import pytest
 
+from willitscale.collectives.ops import Op
 from willitscale.results.records import CollectiveRow
 from willitscale.results.store import Store, store_path
-from willitscale.collectives.ops import Op
 
 
 def _mode(path) -> int:

@@ -4,8 +4,17 @@ reference resolves, and lookups are case-insensitive with aliases and suggestion
 import pytest
 
 from willitscale.errors import UnknownNameError
-from willitscale.hardware import (DTYPES, LinkKind, get_gpu, get_link, get_node, list_gpus, list_links,
-                                  list_nodes, load_catalog)
+from willitscale.hardware import (
+    DTYPES,
+    LinkKind,
+    get_gpu,
+    get_link,
+    get_node,
+    list_gpus,
+    list_links,
+    list_nodes,
+    load_catalog,
+)
 from willitscale.hardware.catalog import normalize_name
 
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from willitscale.results.store import Store
 from willitscale.cli.output import print_table
+from willitscale.results.store import Store
 
 LABELS = ("[/]", "[link=http://x]y[/link]", "[bold]b[/bold] \\[x]")
 #: OSC 8, the escape sequence a terminal turns into a hyperlink

@@ -1,9 +1,12 @@
 """Buffers, workspace and step temporaries per framework; NCCL; the three verdicts."""
 
 import numpy as np
-import pytest
 
-from willitscale.memory.buffers import CUBLAS_WORKSPACE_BYTES, DeepSpeedOptions, framework_buffers
+from willitscale.memory.buffers import (
+    CUBLAS_WORKSPACE_BYTES,
+    DeepSpeedOptions,
+    framework_buffers,
+)
 from willitscale.memory.device import (
     NCCL_GROUP_BYTES,
     NCCL_PAIR_BYTES,

@@ -8,11 +8,11 @@ sample of every kind it could meet (ZeRO stages, schedules, CP, EP, hybrid shard
 import numpy as np
 import pytest
 
+from willitscale.estimation.estimate import estimate
+from willitscale.plan.search import SearchSpace, search
 from willitscale.scenario.batch import PlanBatch
 from willitscale.scenario.build import build_scenario
 from willitscale.step.evaluate import evaluate
-from willitscale.estimation.estimate import estimate
-from willitscale.plan.search import SearchSpace, search
 
 BASE = {"model": "gpt3-175b", "gpu": "a100-80gb", "nodes": 16, "gpus_per_node": 8,
         "inter_node": "8x200Gbps", "seq_len": 2048, "micro_batch": 1}

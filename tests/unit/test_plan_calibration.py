@@ -60,8 +60,8 @@ def _cal(tmp_path, link: str, compute: str = "") -> str:
 
 
 def _links(path, preset="dgx-a100", nodes=2):
-    from willitscale.scenario.build import build_scenario
     from willitscale.collectives.lines import cluster_links
+    from willitscale.scenario.build import build_scenario
 
     return cluster_links(build_scenario({"params": 1e9, "preset": preset, "nodes": nodes,
                                          "seq_len": 1024, "calibration": path}))

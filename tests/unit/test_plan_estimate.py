@@ -4,10 +4,10 @@ from dataclasses import replace
 
 import pytest
 
-from willitscale.errors import ConfigError
-from willitscale.scenario.build import build_scenario
 from willitscale.compute.kernels import OPTIMIZER_BYTES_PER_PARAM
+from willitscale.errors import ConfigError
 from willitscale.estimation.estimate import estimate
+from willitscale.scenario.build import build_scenario
 
 BASE = {"params": 1e9, "gpu": "a100-80gb", "gpus_per_node": 8, "inter_node": "200Gbps",
         "micro_batch": 4, "seq_len": 1024, "hfu": 0.5, "recompute": "full"}

@@ -2,8 +2,8 @@
 
 import pytest
 
-from willitscale.scenario.build import build_scenario
 from willitscale.estimation.estimate import estimate
+from willitscale.scenario.build import build_scenario
 
 MIXTRAL = {"model": "mixtral-8x7b", "gpu": "h100", "nodes": 8, "gpus_per_node": 8, "tp": 2,
            "ep": 8, "zero": 1, "global_batch": 256, "seq_len": 4096, "recompute": "full",

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from willitscale.errors import ConfigError
-from willitscale.step.buckets import MAX_BUCKET_ROWS, MIB, last_end, uniform_bucket_runs
-from willitscale.scenario.build import build_scenario
 from willitscale.estimation.estimate import estimate
+from willitscale.scenario.build import build_scenario
+from willitscale.step.buckets import MAX_BUCKET_ROWS, MIB, last_end, uniform_bucket_runs
 
 A100 = {"gpu": "a100-80gb", "gpus_per_node": 8, "seq_len": 2048, "hfu": 0.5}
 
@@ -123,8 +123,8 @@ def test_estimate_judges_fits_as_the_planner_does(cli):
 
 
 def test_fp32_training_keeps_4_byte_activations():
-    from willitscale.workload import get_model
     from willitscale.memory.activations import activation_memory
+    from willitscale.workload import get_model
 
     est = estimate(build_scenario({**A100, "model": "gpt2-large", "seq_len": 1024,
                                    "dtype": "fp32", "gpus_per_node": 2}))

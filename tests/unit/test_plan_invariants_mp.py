@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from willitscale.scenario.build import build_scenario
 from willitscale.estimation.estimate import estimate
 from willitscale.plan.requirements import scaled_link
+from willitscale.scenario.build import build_scenario
 
 plans = st.fixed_dictionaries({
     "tp": st.sampled_from([1, 2, 4, 8]),

@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from willitscale.scenario.build import build_scenario
+from willitscale.collectives.lines import cluster_links
 from willitscale.estimation.estimate import estimate
 from willitscale.estimation.levers import EXPOSED_SHARE_LIMIT
-from willitscale.collectives.lines import cluster_links
 from willitscale.plan.requirements import link_requirement, scaled_link
+from willitscale.scenario.build import build_scenario
 
 PCIE = {"params": 2e9, "gpu": "a100-80gb-pcie", "gpus_per_node": 4, "nodes": 2,
         "micro_batch": 2, "seq_len": 2048}

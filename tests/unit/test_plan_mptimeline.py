@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from willitscale.scenario.build import build_scenario
 from willitscale.estimation.estimate import estimate
 from willitscale.estimation.steptimeline import MAX_DRAWN_MICRO_STEPS
+from willitscale.scenario.build import build_scenario
 
 #: ZeRO-2 on PCIe nodes: the reduce-scatter runs every micro-batch, nearly all of it hidden
 ZERO_PCIE = {"model": "gpt2-large", "gpu": "a100-80gb-pcie", "nodes": 2, "gpus_per_node": 4,

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from willitscale.scenario.build import build_scenario
 from willitscale.estimation.estimate import estimate
+from willitscale.scenario.build import build_scenario
 from willitscale.step.pipeline import bubble_fraction, in_flight, pipeline_time
 
 

@@ -6,9 +6,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from willitscale.collectives import Hierarchy, LinkCost, collective_cost, fastest
-from willitscale.errors import ConfigError
 from willitscale.collectives.lines import ClusterLinks, collective_lines, line_time
-from willitscale.topology.placement import group_placement, parse_order, uneven_detail, uneven_groups
+from willitscale.errors import ConfigError
+from willitscale.topology.placement import (
+    group_placement,
+    parse_order,
+    uneven_detail,
+    uneven_groups,
+)
 
 
 def place(kind, g=8, order=None, **degrees):
@@ -153,8 +158,8 @@ def test_estimate_and_plan_say_why_instead_of_an_internal_error(cli):
 def test_rail_label_says_how_many_local_gpus_a_group_has_per_node():
     # review PB1: --tp 16 on two nodes of 8 was labelled "same local GPU on every node", but each
     # node holds 8 of its GPUs (all local indices 0..7 on both nodes)
-    from willitscale.scenario.build import build_scenario
     from willitscale.estimation.estimate import estimate
+    from willitscale.scenario.build import build_scenario
 
     est = estimate(build_scenario({"model": "gpt3-175b", "gpu": "a100-80gb", "nodes": 2,
                                    "gpus_per_node": 8, "tp": 16, "global_batch": 1,

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from willitscale.scenario.build import build_scenario
 from willitscale.plan.search import SearchSpace, candidate_plans, search
+from willitscale.scenario.build import build_scenario
 
 LLAMA = {"model": "llama3-8b", "gpu": "h100", "nodes": 2, "gpus_per_node": 8, "seq_len": 8192,
          "micro_batch": 1}

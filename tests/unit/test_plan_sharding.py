@@ -2,8 +2,8 @@
 
 import pytest
 
-from willitscale.scenario.build import build_scenario
 from willitscale.estimation.estimate import estimate
+from willitscale.scenario.build import build_scenario
 
 P = 1e9
 BASE = {"params": P, "gpu": "a100-80gb", "nodes": 1, "gpus_per_node": 8, "seq_len": 1024,

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from willitscale.scenario.build import build_scenario
 from willitscale.estimation.estimate import estimate
+from willitscale.scenario.build import build_scenario
 from willitscale.step.tensor import ring_allreduce_bytes_factor
 
 ONE_NODE = {"model": "gpt3-175b", "gpu": "a100-80gb", "gpus_per_node": 8, "seq_len": 2048,

@@ -8,11 +8,11 @@ import sqlite3
 
 import pytest
 
+from willitscale.collectives.ops import Op
+from willitscale.errors import StoreError
 from willitscale.results import store as store_module
 from willitscale.results.records import CollectiveRow
 from willitscale.results.store import Store, store_path
-from willitscale.collectives.ops import Op
-from willitscale.errors import StoreError
 
 RUNS, ROWS = 3, 150
 PAGE = 4096  # SQLite's default page size (checked below)

@@ -13,9 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from willitscale.results.schema import MIGRATIONS, SCHEMA_VERSION, create_at_version, stored_version
-from willitscale.results.store import Store
 from willitscale.errors import StoreError
+from willitscale.results.schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    create_at_version,
+    stored_version,
+)
+from willitscale.results.store import Store
 
 #: written by `willitscale bench` at main 69473e3 (tests/data/store-69473e3/README.md): run 1
 #: collectives (8 rows), run 2 train (1 row), run 3 matmul (2 rows), one calibration of runs 1, 3

@@ -5,7 +5,11 @@ import pytest
 
 from willitscale.errors import ConfigError
 from willitscale.workload.catalog import get_model
-from willitscale.workload.flops import keys_per_query, layer_forward_flops, training_flops
+from willitscale.workload.flops import (
+    keys_per_query,
+    layer_forward_flops,
+    training_flops,
+)
 from willitscale.workload.transformer import Transformer
 
 

@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 
 from willitscale.errors import ConfigError, UnknownNameError
-from willitscale.memory.state import CONVENTIONS, get_convention, state_bytes_per_gpu, state_memory
+from willitscale.memory.state import (
+    CONVENTIONS,
+    get_convention,
+    state_bytes_per_gpu,
+    state_memory,
+)
 
 
 def test_named_conventions_bytes_per_param():

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from willitscale.bench.kernel_options import AttentionOptions
 from willitscale.bench.kernel_timer import time_calls
-from willitscale.bench.progress import progress
+from willitscale.bench.ranks.progress import progress
 from willitscale.results.kernel_records import AttentionRow
 
 __all__ = ["run_attention"]

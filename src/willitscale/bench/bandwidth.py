@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from willitscale.bench.kernel_options import BandwidthOptions
 from willitscale.bench.kernel_timer import time_calls
-from willitscale.bench.progress import progress
+from willitscale.bench.ranks.progress import progress
 from willitscale.errors import BenchmarkError
 from willitscale.results.kernel_records import BandwidthRow
 

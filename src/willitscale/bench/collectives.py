@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 
 from willitscale.bench.options import DTYPES, CollectiveOptions
-from willitscale.bench.progress import progress
+from willitscale.bench.ranks.progress import progress
 from willitscale.bench.sweep import CollectiveShape, collective_shape, sweep_sizes
 from willitscale.bench.verify import (
     buffer_modes,

@@ -25,7 +25,7 @@ Namespaces are named ``wis-<pid>-...``: on start, those of a previous run whose 
 gone (a crash, SIGKILL) are removed first, and the run says so. Teardown (success, failure,
 Ctrl-C, SIGTERM) stops every process left in the namespaces and deletes them. The nodes'
 commands die with ``emulate`` even when it is killed with SIGKILL (they are sent SIGTERM:
-:mod:`willitscale.bench.lifeline`); only its namespaces then stay, until the next run.
+:mod:`willitscale.bench.ranks.lifeline`); only its namespaces then stay, until the next run.
 
 Every node's command is watched (each one polled, none hidden behind a node still running):
 when one fails, the run names it and how it ended, asks the others to stop (SIGTERM: a
@@ -56,8 +56,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from willitscale.bench.lifeline import die_with_parent
-from willitscale.bench.watch import exit_text
+from willitscale.bench.ranks.lifeline import die_with_parent
+from willitscale.bench.ranks.watch import exit_text
 from willitscale.errors import BenchmarkError, ConfigError
 from willitscale.results.store import pid_alive
 from willitscale.units import format_bandwidth

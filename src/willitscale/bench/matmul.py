@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from willitscale.bench.options import MatmulOptions
-from willitscale.bench.progress import progress
+from willitscale.bench.ranks.progress import progress
 from willitscale.errors import BenchmarkError
 from willitscale.results.records import MatmulRow
 

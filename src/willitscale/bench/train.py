@@ -42,7 +42,7 @@ from contextlib import nullcontext
 from willitscale.bench.gpt import batches, load_text
 from willitscale.bench.models import bench_model, build_bench_model
 from willitscale.bench.options import TrainOptions
-from willitscale.bench.progress import progress
+from willitscale.bench.ranks.progress import progress
 from willitscale.results.records import TrainRow
 
 __all__ = ["run_train"]

@@ -120,7 +120,7 @@ def register(subparsers) -> None:
 
 
 def run(kind: str, args: argparse.Namespace) -> int:
-    from willitscale.bench.worker import Job
+    from willitscale.bench.ranks.worker import Job
 
     payload = os.environ.get(OPTIONS_ENV)
     if payload:  # a worker started by our spawner
@@ -133,14 +133,14 @@ def run(kind: str, args: argparse.Namespace) -> int:
     make = kernel_options_from_args if kind in ("attention", "bandwidth") else options_from_args
     job = Job(kind=kind, options=make(kind, args), json=args.json, label=args.label,
               store=not args.no_store, plot=os.path.abspath(plot) if plot else "")
-    from willitscale.bench.watch import TIMEOUT_ENV, timeout_s
+    from willitscale.bench.ranks.watch import TIMEOUT_ENV, timeout_s
 
     timeout = timeout_s(args.timeout)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # a worker started by torchrun
-        os.environ[TIMEOUT_ENV] = repr(timeout)  # its collectives' timeout (bench.dist)
+        os.environ[TIMEOUT_ENV] = repr(timeout)  # its collectives' timeout (bench.ranks.dist)
         return _run_worker(job)
-    from willitscale.bench.dist import import_torch
-    from willitscale.bench.launch import LaunchSpec, launch
+    from willitscale.bench.ranks.dist import import_torch
+    from willitscale.bench.ranks.launch import LaunchSpec, launch
 
     if kind == "collectives":
         from willitscale.bench.sweep import sweep_end_note
@@ -162,7 +162,7 @@ def run(kind: str, args: argparse.Namespace) -> int:
 
 
 def _run_worker(job) -> int:
-    from willitscale.bench.worker import run_job
+    from willitscale.bench.ranks.worker import run_job
 
     result = run_job(job)
     if result.rank != 0:

@@ -9,8 +9,8 @@ their heavy imports (numpy, the model core, torch, matplotlib) inside their run 
 from __future__ import annotations
 
 import argparse
-import math
 import importlib
+import math
 import os
 import re
 import sys

@@ -35,7 +35,7 @@ def register(subparsers) -> None:
 
 def _calibration(store, path: str | None):
     from willitscale.config import load_toml
-    from willitscale.errors import ConfigError, StoreError
+    from willitscale.errors import StoreError
     from willitscale.hardware.calibration import Calibration, load_calibration
 
     if path:

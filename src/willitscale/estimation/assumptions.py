@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from willitscale.collectives.lines import link_caveats
-from willitscale.step.pipeline import bubble_fraction
 from willitscale.memory.device import RESERVED_RATIO
+from willitscale.step.pipeline import bubble_fraction
 from willitscale.units import format_size
 
 __all__ = ["dp_assumptions", "mp_assumptions", "mp_warnings", "pipeline_summary", "work_notes"]

@@ -28,25 +28,22 @@ from willitscale.compute.efficiency import resolved_efficiency
 from willitscale.errors import ConfigError
 from willitscale.estimation.calibration_scope import calibration_scope
 from willitscale.estimation.dpreport import data_parallel_parts
-from willitscale.estimation.mpreport import model_parallel_parts
-from willitscale.estimation.result import (
-    Bottleneck,
-    Breakdown,
-    MemoryBreakdown,
-    StepEstimate,
-)
 from willitscale.estimation.memory_verdict import (
     memory_levers,
     memory_of,
     out_of_memory,
     out_of_memory_verdict,
 )
+from willitscale.estimation.mpreport import model_parallel_parts
+from willitscale.estimation.result import (
+    Bottleneck,
+    Breakdown,
+    StepEstimate,
+)
 from willitscale.scenario.batch import PlanBatch
 from willitscale.scenario.scenario import Scenario
-from willitscale.scenario.validate import OutOfMemory, check_plan
 from willitscale.step.engine import make_context
 from willitscale.step.evaluate import run
-from willitscale.units import format_size
 
 __all__ = ["estimate", "estimate_in_context", "resolved_efficiency",
            "memory_of", "out_of_memory_verdict"]

@@ -16,7 +16,6 @@ from willitscale.memory.activations import ActivationMemory, activation_memory
 from willitscale.memory.state import StateMemory, state_memory
 from willitscale.workload.approximations import approximate_flops_per_token
 from willitscale.workload.flops import TrainingFlops, training_flops
-from willitscale.workload.recompute import BASE_MODES
 from willitscale.workload.params import (
     ParamCount,
     embedding_params_per_tp_rank,
@@ -25,6 +24,7 @@ from willitscale.workload.params import (
     param_count,
     tp_divides_shape,
 )
+from willitscale.workload.recompute import BASE_MODES
 from willitscale.workload.transformer import Transformer
 
 __all__ = ["ModelSummary", "summarize_model"]

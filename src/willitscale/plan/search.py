@@ -32,11 +32,11 @@ from willitscale.memory.device import verdict_codes
 from willitscale.memory.frameworks import FRAMEWORK_STAGES, FRAMEWORKS, framework_index
 from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
 from willitscale.scenario.batch import PlanBatch
-from willitscale.workload.recompute import RERUN_SETS, parse_recompute
 from willitscale.scenario.validate import CODE, REASONS, structural_reasons
 from willitscale.step.engine import make_context
 from willitscale.step.evaluate import run
 from willitscale.topology.placement import DEFAULT_ORDER, group_placement
+from willitscale.workload.recompute import RERUN_SETS, parse_recompute
 
 __all__ = ["SearchSpace", "SearchResult", "candidate_plans", "search", "search_plans"]
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from willitscale.errors import ConfigError
-from willitscale.workload.recompute import BASE_MODES, parse_recompute
 from willitscale.memory.frameworks import (
     FRAMEWORKS,
     check_framework_stage,
     framework_index,
     implied_framework,
 )
+from willitscale.workload.recompute import BASE_MODES, parse_recompute
 
 __all__ = [
     "RECOMPUTE",

@@ -10,13 +10,13 @@ with ``python scripts/scenario_reference.py > docs/scenario.md``.
 from __future__ import annotations
 
 from willitscale.hardware.model import DTYPES
-from willitscale.scenario import settings as registry
 from willitscale.memory.frameworks import FRAMEWORKS
+from willitscale.scenario import settings as registry
 from willitscale.scenario.plan import PP_SCHEDULES
-from willitscale.workload.recompute import MODE_HELP
 from willitscale.topology import TOPOLOGY_KINDS
 from willitscale.topology.routing import ROUTINGS
 from willitscale.units import parse_bandwidth, parse_size
+from willitscale.workload.recompute import MODE_HELP
 
 __all__ = ["SETTING_DOCS", "setting_type", "reference_markdown"]
 

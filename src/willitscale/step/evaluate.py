@@ -28,12 +28,12 @@ from willitscale.step.tail import gradient_tail
 from willitscale.step.tensor import tensor_traffic
 from willitscale.step.traffic import Traffic
 from willitscale.topology.placement import group_placement
+from willitscale.workload.flops import RECOMPUTE
 from willitscale.workload.params import (
     embedding_params_per_tp_rank,
     head_params_per_tp_rank,
     layer_params_per_tp_rank,
 )
-from willitscale.workload.flops import RECOMPUTE
 from willitscale.workload.recompute import layer_share, rerun_modules
 from willitscale.workload.stages import stage_counts, stage_flags, stage_layers
 

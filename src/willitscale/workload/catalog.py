@@ -24,7 +24,12 @@ from types import MappingProxyType
 from willitscale.config import Table, load_toml
 from willitscale.errors import ConfigError, UnknownNameError
 from willitscale.workload.hf import load_hf_config
-from willitscale.workload.transformer import IMPLEMENTATIONS, NORMS, POSITIONS, Transformer
+from willitscale.workload.transformer import (
+    IMPLEMENTATIONS,
+    NORMS,
+    POSITIONS,
+    Transformer,
+)
 
 __all__ = ["get_model", "list_models", "model_aliases", "model_from_table", "load_model_toml"]
 

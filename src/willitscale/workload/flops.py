@@ -38,7 +38,12 @@ import numpy as np
 
 from willitscale.errors import ConfigError
 from willitscale.workload.arrays import float_or_array
-from willitscale.workload.recompute import RERUN_SETS, layer_share, parse_recompute, rerun_modules
+from willitscale.workload.recompute import (
+    RERUN_SETS,
+    layer_share,
+    parse_recompute,
+    rerun_modules,
+)
 from willitscale.workload.transformer import Transformer
 
 __all__ = [

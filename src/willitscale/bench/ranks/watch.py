@@ -1,7 +1,7 @@
 """Watching a node's ranks: which one failed or hung, and how to say it (no I/O here).
 
 The launcher polls every rank (never stopping at the first one still running) and reads each
-rank's heartbeat file (:mod:`willitscale.bench.heartbeat`). A rank is *stale* when, for the
+rank's heartbeat file (:mod:`willitscale.bench.ranks.heartbeat`). A rank is *stale* when, for the
 timeout, its progress counter has not moved while it waits on its peers, or its heartbeat has
 not moved while it works alone (starting up, storing, plotting), or it has not reported at all
 since it was started (:data:`STARTUP_S` at least: importing torch on a busy machine is slow).
@@ -17,7 +17,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from willitscale.bench.heartbeat import Reading
+from willitscale.bench.ranks.heartbeat import Reading
 from willitscale.errors import ConfigError
 
 __all__ = ["RankWatch", "exit_text", "failure_message", "hang", "timeout_s", "TIMEOUT_ENV",

@@ -12,8 +12,8 @@ When none comes (another node's rank died; torchrun), the failure is reported as
 with the peers, naming what this rank was doing -- not as an internal error.
 
 Started by willitscale's launcher, a rank keeps a heartbeat for it (what it is doing, how far
-it got: :mod:`willitscale.bench.heartbeat`) and stops when the launcher is gone
-(:mod:`willitscale.bench.lifeline`). A store that cannot be written (a full disk, a damaged
+it got: :mod:`willitscale.bench.ranks.heartbeat`) and stops when the launcher is gone
+(:mod:`willitscale.bench.ranks.lifeline`). A store that cannot be written (a full disk, a damaged
 file) stops the run with the store's own message; every row committed before is kept.
 """
 
@@ -25,16 +25,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from willitscale.bench import heartbeat as heartbeats
 from willitscale.bench.environment import (
     host_facts,
     node_id,
     summarize_environment,
     torch_facts,
 )
-from willitscale.bench.lifeline import ParentWatch
 from willitscale.bench.kernel_options import BENCH_OPTION_TYPES as OPTION_TYPES
 from willitscale.bench.provenance import provenance_of
+from willitscale.bench.ranks import heartbeat as heartbeats
+from willitscale.bench.ranks.lifeline import ParentWatch
 from willitscale.errors import BenchmarkError, ConfigError, StoreError, WillItScaleError
 
 __all__ = ["Job", "JobResult", "run_job", "PEER_STOP_GRACE_S"]
@@ -167,7 +167,7 @@ def _bench(job: Job, ctx, emit, environment) -> None:
 
 def run_job(job: Job) -> JobResult:
     """Run ``job`` in this worker (RANK/WORLD_SIZE/... must be set)."""
-    from willitscale.bench import dist
+    from willitscale.bench.ranks import dist
 
     stop = _StopOnSignal()
     beat = heartbeats.from_env(on_beat=ParentWatch.from_env())

@@ -2,7 +2,7 @@
 
 Single node (``--nproc N``): the launcher hosts the rendezvous store on a port the kernel picks
 (port 0), so no port is fixed or guessed, bound to the loopback address only
-(:mod:`willitscale.bench.rendezvous`), and passes it to the workers. Several nodes (what
+(:mod:`willitscale.bench.ranks.rendezvous`), and passes it to the workers. Several nodes (what
 ``willitscale emulate`` sets up, or ``--nnodes/--node-rank/--master-addr/--master-port`` by
 hand): the launcher of node 0 hosts the store at ``MASTER_ADDR:MASTER_PORT`` and every worker
 joins it. Global ranks are ``node_rank * nproc + local_rank``, as torchrun numbers them.
@@ -10,14 +10,14 @@ joins it. Global ranks are ``node_rank * nproc + local_rank``, as torchrun numbe
 Rank 0's standard output is relayed through this process (so ``--json`` output can be piped
 or captured); the other ranks print nothing there.
 
-Faults (:mod:`willitscale.bench.watch`): every rank is polled, so the first one to die is
+Faults (:mod:`willitscale.bench.ranks.watch`): every rank is polled, so the first one to die is
 seen at once, whichever it is; each rank's heartbeat file shows whether it still moves. When a
 rank dies, or no rank has moved for the timeout (``--timeout``, default 5 minutes: a stopped
 rank, a collective that never completes), the launcher names the rank (its host, pid, exit
 status or signal, and what it was doing), kills the ranks to blame, stops the others as on
 Ctrl-C -- rank 0 keeps and prints its finished rows -- within :data:`STOP_GRACE_S`, marks the
 stored run ``failed`` with that reason, and exits 1. The ranks die with the launcher, even
-one killed with SIGKILL (:mod:`willitscale.bench.lifeline`).
+one killed with SIGKILL (:mod:`willitscale.bench.ranks.lifeline`).
 
 Ctrl-C or SIGTERM here is passed on to the ranks as SIGINT (each stops at its next op, rank 0
 keeps and prints the finished rows); ranks still running after :data:`GRACE_S` are killed.
@@ -40,13 +40,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from willitscale.bench.dist import AGENT_STORE_ENV
-from willitscale.bench.heartbeat import PROGRESS_ENV, Reading
-from willitscale.bench.heartbeat import read as read_heartbeat
-from willitscale.bench.lifeline import LAUNCHER_PID_ENV, die_with_parent
 from willitscale.bench.options import OPTIONS_ENV
-from willitscale.bench.rendezvous import LOOPBACK_IFNAME, host_store, loopback_only
-from willitscale.bench.watch import (
+from willitscale.bench.ranks.dist import AGENT_STORE_ENV
+from willitscale.bench.ranks.heartbeat import PROGRESS_ENV, Reading
+from willitscale.bench.ranks.heartbeat import read as read_heartbeat
+from willitscale.bench.ranks.lifeline import LAUNCHER_PID_ENV, die_with_parent
+from willitscale.bench.ranks.rendezvous import (
+    LOOPBACK_IFNAME,
+    host_store,
+    loopback_only,
+)
+from willitscale.bench.ranks.watch import (
     DEFAULT_TIMEOUT_S,
     TIMEOUT_ENV,
     RankWatch,
@@ -293,7 +297,7 @@ def _tell_node0(master_addr: str, port: int, reason: str) -> None:
     """Leave the failure this node saw in node 0's store, for the run rank 0 keeps there."""
     from datetime import timedelta
 
-    from willitscale.bench.dist import import_torch
+    from willitscale.bench.ranks.dist import import_torch
 
     try:
         client = import_torch().distributed.TCPStore(master_addr, port, is_master=False,

@@ -7,7 +7,7 @@ our spawner hosts the rendezvous store (:data:`AGENT_STORE_ENV`), workers join i
 so no port is ever guessed.
 
 torch's own collective timeout (its default is 30 minutes) is the progress timeout
-(``WILLITSCALE_TIMEOUT_S``, :mod:`willitscale.bench.watch`; 5 minutes by default) under
+(``WILLITSCALE_TIMEOUT_S``, :mod:`willitscale.bench.ranks.watch`; 5 minutes by default) under
 torchrun, where nothing else bounds a hung collective; under willitscale's launcher it is twice
 that plus 30 s, so that the launcher, which can name the rank that hangs, acts first.
 """
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from willitscale.bench.heartbeat import NoHeartbeat
-from willitscale.bench.watch import TIMEOUT_ENV, timeout_s
+from willitscale.bench.ranks.heartbeat import NoHeartbeat
+from willitscale.bench.ranks.watch import TIMEOUT_ENV, timeout_s
 from willitscale.errors import BenchmarkError, MissingDependency
 
 __all__ = ["Context", "init", "import_torch", "AGENT_STORE_ENV", "TIMEOUT_ENV"]

@@ -17,7 +17,7 @@ import socket
 import sys
 from datetime import timedelta
 
-from willitscale.bench.dist import import_torch
+from willitscale.bench.ranks.dist import import_torch
 from willitscale.errors import BenchmarkError
 
 __all__ = ["host_store", "loopback_only", "LOOPBACK_IFNAME"]
