@@ -46,13 +46,29 @@ def test_matmul(cli):
     assert all(r["achieved_TFLOPS"] > 0 for r in rows)
 
 
-@pytest.mark.parametrize("name", ["gpt2-tiny", "gpt2-mini", "gpt2"])
+@pytest.mark.parametrize("name", ["gpt2-tiny", "gpt2-mini", "gpt2", "llama-tiny", "llama-1b"])
 def test_built_model_has_the_workload_parameter_count(name):
     # the torch module and the workload's formula are written independently: they must agree
-    from willitscale.bench.gpt import GPT
-    from willitscale.bench.models import bench_model
+    # (llama-1b: 1,235,814,400, the parameter count of Llama 3.2 1B; built on the meta device)
+    import torch
+
+    from willitscale.bench.models import bench_model, build_bench_model
     from willitscale.workload.params import param_count
 
     shape = bench_model(name)
-    built = sum(p.numel() for p in GPT(shape).parameters())
+    with torch.device("meta"):
+        built = sum(p.numel() for p in build_bench_model(shape).parameters())
     assert built == param_count(shape).total
+    if name == "llama-1b":
+        assert built == 1_235_814_400
+
+
+def test_llama_style_step_on_cpu(cli):
+    import json
+
+    code, out, err = cli("bench", "train", "--nproc", "1", "--backend", "gloo", "--model", "llama-tiny", "--seq-len", "64",
+                         "--batch", "2", "--steps", "2", "-w", "1", "--json")
+    assert code == 0, err
+    (row,) = json.loads(out)
+    assert row["model"] == "llama-tiny" and row["params"] == 459_392 and row["step_s"] > 0
+    assert row["peak_allocated_bytes"] is None  # no GPU: no allocator peak, and it says so

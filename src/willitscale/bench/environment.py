@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from willitscale.bench.provenance import CLOCK_QUERY, parse_clocks
 from willitscale.bench.topo import gpu_link_summary, parse_topo_matrix
 
 __all__ = ["host_facts", "torch_facts", "node_id", "EMULATED_ENV", "summarize_environment"]
@@ -138,6 +139,13 @@ def _nvidia_gpus() -> tuple[list[dict[str, Any]], str | None]:
     return gpus, driver
 
 
+def _gpu_clocks() -> list[dict[str, Any]]:
+    """Each GPU's current and maximum SM and memory clocks (MHz) from nvidia-smi; [] without it."""
+    text = _run(["nvidia-smi", "--query-gpu=" + ",".join(CLOCK_QUERY),
+                 "--format=csv,noheader,nounits"])
+    return parse_clocks(text) if text else []
+
+
 def host_facts() -> dict[str, Any]:
     """Facts about this host (or emulated node) that need no torch."""
     gpus, driver = _nvidia_gpus()
@@ -157,6 +165,7 @@ def host_facts() -> dict[str, Any]:
         "infiniband": _infiniband(),
         "gpus": gpus,
         "driver": driver,
+        "gpu_clocks": _gpu_clocks() if gpus else [],
         "topology": topo,
         "gpu_links": gpu_link_summary(topo),
         "emulated": json.loads(emulated) if emulated else None,

@@ -17,13 +17,27 @@ from willitscale.results.records import MatmulRow
 __all__ = ["run_matmul"]
 
 
-def _time_products(ctx, a, b, out, iters: int, what: str) -> float:
+def _product(ctx, dtype: str, shape: tuple[int, int, int], generator) -> Callable[[], object]:
+    """One ``(m x k) @ (k x n)`` product of ``dtype``, its operands made, ready to call."""
+    if dtype.startswith("float8"):
+        from willitscale.bench.scaled_mm import scaled_product
+
+        return scaled_product(ctx, dtype, shape, generator)
     torch = ctx.torch
+    m, n, k = shape
+    td = getattr(torch, dtype)
+    a = torch.randn(m, k, device=ctx.device, generator=generator).to(td)
+    b = torch.randn(k, n, device=ctx.device, generator=generator).to(td)
+    out = torch.empty(m, n, device=ctx.device, dtype=td)
+    return lambda: torch.matmul(a, b, out=out)
+
+
+def _time_products(ctx, product, iters: int, what: str) -> float:
     ctx.barrier()
     ctx.heartbeat.enter(f"{what}: timed products", waits=False)  # this rank's own work
     start = ctx.clock()
     for _ in range(iters):
-        torch.matmul(a, b, out=out)
+        product()
     ctx.sync()
     return (ctx.clock() - start) / iters
 
@@ -34,22 +48,19 @@ def run_matmul(ctx, opts: MatmulOptions, emit: Callable[[MatmulRow], None]) -> N
     total = len(opts.dtypes) * len(opts.shapes)
     with progress(total, "matmul", show=ctx.rank == 0) as bar:
         for dtype in opts.dtypes:
-            td = getattr(torch, dtype)
             for m, n, k in opts.shapes:
                 what = f"matmul {dtype} {m}x{n}x{k}"
                 bar.describe(what)
                 ctx.heartbeat.enter(f"{what}: warm-up", waits=False)
                 try:
-                    a = torch.randn(m, k, device=ctx.device, generator=generator).to(td)
-                    b = torch.randn(k, n, device=ctx.device, generator=generator).to(td)
-                    out = torch.empty(m, n, device=ctx.device, dtype=td)
+                    product = _product(ctx, dtype, (m, n, k), generator)
                     for _ in range(opts.warmup):
-                        torch.matmul(a, b, out=out)
+                        product()
                     ctx.sync()
                 except RuntimeError as exc:
                     raise BenchmarkError(f"matmul of {dtype} {m}x{n}x{k} failed on "
                                          f"{ctx.device_name}: {exc}") from None
-                local = _time_products(ctx, a, b, out, opts.iters, what)
+                local = _time_products(ctx, product, opts.iters, what)
                 ctx.heartbeat.enter(f"{what}: the slowest rank's time")
                 seconds = ctx.reduce_time(local, "max")
                 emit(MatmulRow(m=m, n=n, k=k, dtype=dtype, device=ctx.device_name, time=seconds))

@@ -155,6 +155,12 @@ class CollectiveOptions(_Options):
         return {"out-of-place": [False], "in-place": [True], "both": [False, True]}[self.mode]
 
 
+#: FP8 products through ``torch._scaled_mm`` (bench.scaled_mm), by flag spelling: E4M3 inputs,
+#: one scale per tensor or one per row of A and column of B, bfloat16 output
+FP8_MATMUL = {name: canonical for canonical in ("float8_e4m3fn-tensorwise", "float8_e4m3fn-rowwise")
+              for name in (canonical, canonical.replace("float8_e4m3fn", "fp8"))}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MatmulOptions(_Options):
     """Square (or ``MxNxK``) matrix products over sizes and dtypes."""
@@ -168,7 +174,8 @@ class MatmulOptions(_Options):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shapes", tuple(tuple(int(x) for x in s) for s in self.shapes))
-        object.__setattr__(self, "dtypes", tuple(parse_dtype(d, field="dtypes") for d in self.dtypes))
+        object.__setattr__(self, "dtypes", tuple(FP8_MATMUL.get(str(d).lower()) or parse_dtype(d, field="dtypes")
+                                                 for d in self.dtypes))
         if any(len(s) != 3 or min(s) < 1 for s in self.shapes):
             raise ConfigError("sizes", self.shapes, "sizes >= 1, as N or MxNxK")
         if self.iters < 1 or self.warmup < 0:
@@ -282,7 +289,8 @@ def add_collective_args(p: argparse.ArgumentParser) -> None:
 
 def add_matmul_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sizes", default="256,512,1024,2048", help="comma-separated N or MxNxK")
-    p.add_argument("--dtypes", default="float32", help="comma-separated dtypes")
+    p.add_argument("--dtypes", default="float32",
+                   help="comma-separated dtypes; fp8-tensorwise and fp8-rowwise run torch._scaled_mm")
     p.add_argument("-w", "--warmup", type=int, default=_Defaults(MatmulOptions).warmup)
     p.add_argument("-n", "--iters", type=int, default=_Defaults(MatmulOptions).iters)
     add_common_args(p)

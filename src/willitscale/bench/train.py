@@ -39,8 +39,8 @@ import statistics
 from collections.abc import Callable
 from contextlib import nullcontext
 
-from willitscale.bench.gpt import GPT, batches, load_text
-from willitscale.bench.models import bench_model
+from willitscale.bench.gpt import batches, load_text
+from willitscale.bench.models import bench_model, build_bench_model
 from willitscale.bench.options import TrainOptions
 from willitscale.bench.ranks.progress import progress
 from willitscale.results.records import TrainRow
@@ -55,7 +55,7 @@ def _build(ctx, opts: TrainOptions):
     from torch.nn.parallel import DistributedDataParallel
 
     torch.manual_seed(opts.seed)  # same initial weights on every rank (DDP also broadcasts them)
-    model = GPT(bench_model(opts.model)).to(ctx.device)
+    model = build_bench_model(bench_model(opts.model)).to(ctx.device)
     ddp = DistributedDataParallel(
         model, device_ids=[ctx.local_rank] if ctx.is_cuda else None,
         bucket_cap_mb=opts.bucket_bytes / 2**20, gradient_as_bucket_view=True)

@@ -1,8 +1,9 @@
-"""``willitscale bench collectives|matmul|train``: measure this machine or cluster.
+"""``willitscale bench collectives|matmul|train|attention|bandwidth``: measure this machine or cluster.
 
 What does this machine or cluster really achieve? Collective sweeps with nccl-tests' semantics
-(algbw, busbw, a correctness count), matmul FLOP/s, and a DDP training step split into its
-parts, through torch.distributed (NCCL on GPUs, Gloo on CPUs). Every run is kept in the results
+(algbw, busbw, a correctness count), matmul FLOP/s (BF16, FP8), attention per SDPA backend,
+memory-bound kernels' bandwidth, and a DDP training step split into its parts, through
+torch.distributed (NCCL on GPUs, Gloo on CPUs). Every run is kept in the results
 store. docs/measure.md.
 
 Three ways to start the ranks: ``--nproc N`` here (the built-in spawner), ``torchrun ... -m
@@ -21,6 +22,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from willitscale.bench.kernel_options import (
+    add_attention_args,
+    add_bandwidth_args,
+    kernel_options_from_args,
+)
 from willitscale.bench.options import (
     OPTIONS_ENV,
     add_collective_args,
@@ -35,6 +41,8 @@ _KINDS = {
     "collectives": (add_collective_args, "collective sweep with nccl-tests semantics (algbw, busbw, #wrong)"),
     "matmul": (add_matmul_args, "achieved FLOP/s of matrix products over sizes and dtypes"),
     "train": (add_train_args, "a DDP training step of a GPT-2-family model, and its parts"),
+    "attention": (add_attention_args, "SDPA forward/backward TFLOP/s per backend over sequence lengths"),
+    "bandwidth": (add_bandwidth_args, "HBM bandwidth of memory-bound kernels (copy, norm, AdamW)"),
 }
 
 #: what each benchmark answers, and examples
@@ -58,6 +66,18 @@ _ABOUT = {
               ("willitscale bench train --nproc 8 --model gpt2 --seq-len 1024 --batch 8 "
                "--dtype bfloat16",
                "willitscale bench train --nproc 2 --model gpt2-tiny")),
+    "attention": ("What TFLOP/s does each PyTorch SDPA backend (flash, cudnn, efficient, math) reach, "
+                  "forward and backward, causal and not, over sequence lengths? A backend that "
+                  "cannot run a shape is a row marked unsupported, with torch's reason. FLOPs: "
+                  "forward 4 b h s^2 d, backward 2.5x, causal half (the kernel skips the masked "
+                  "blocks).",
+                  ("willitscale bench attention --seq-lens 512,2048,8192,32768,131072 --head-dims 128",
+                   "willitscale bench attention --backends flash,math --causal causal --dtype float32 "
+                   "--seq-lens 256,512")),
+    "bandwidth": ("What HBM bandwidth do the memory-bound kernels of a training step reach (copy, "
+                  "add, GELU, LayerNorm, a fused AdamW step)? Bytes are counted from the operands.",
+                  ("willitscale bench bandwidth",
+                   "willitscale bench bandwidth --ops copy,adamw --sizes 1048576,16777216")),
 }
 
 
@@ -65,7 +85,7 @@ def register(subparsers) -> None:
     from willitscale.cli.helptext import examples
 
     parser = subparsers.add_parser(
-        "bench", help="what this cluster achieves: collective busbw, matmul FLOP/s, a DDP step",
+        "bench", help="what this cluster achieves: collective busbw, matmul/attention FLOP/s, HBM bandwidth, a DDP step",
         description=__doc__.split("\n\n", 1)[1].replace("``", ""),
         epilog=examples(*(about[1][0] for about in _ABOUT.values())))
     kinds = parser.add_subparsers(dest="bench_kind", metavar="BENCH", parser_class=type(parser))
@@ -117,7 +137,8 @@ def run(kind: str, args: argparse.Namespace) -> int:
         from willitscale.report.plots.base import require_matplotlib
 
         require_matplotlib()
-    job = Job(kind=kind, options=options_from_args(kind, args), json=args.json, label=args.label,
+    make = kernel_options_from_args if kind in ("attention", "bandwidth") else options_from_args
+    job = Job(kind=kind, options=make(kind, args), json=args.json, label=args.label,
               store=not args.no_store, plot=os.path.abspath(plot) if plot else "",
               format=getattr(args, "format", "table"))
     from willitscale.bench.ranks.watch import TIMEOUT_ENV, timeout_s
@@ -216,6 +237,10 @@ def table_of(kind: str, rows: Sequence[dict[str, Any]]):
         body = [[r["m"], r["n"], r["k"], r["type"], r["device"], _time_us(r["time_us"]),
                  _num(r["achieved_TFLOPS"], 3)] for r in rows]
         return "matmul", columns, units, body
+    if kind in ("attention", "bandwidth"):
+        from willitscale.cli.kernel_tables import kernel_table
+
+        return kernel_table(kind, rows)
     # one column per measured configuration, one line per quantity: fits 80 columns
     lines = [
         ("model", "", lambda r: r["model"]), ("parameters", "", lambda r: f"{r['params']:,}"),
@@ -230,6 +255,10 @@ def table_of(kind: str, rows: Sequence[dict[str, Any]]):
         ("exposed communication", "(ms)", lambda r: _num(r["exposed_comm_s"] * 1e3, 1)),
         ("tokens/s", "", lambda r: f"{r['tokens_per_s']:,.0f}"),
     ]
+    if any(r.get("peak_allocated_bytes") is not None for r in rows):  # measured on a GPU
+        lines += [(f"peak {what}", "(GiB)", lambda r, k=f"peak_{what}_bytes":
+                   "-" if r.get(k) is None else _num(r[k] / 2**30, 2))
+                  for what in ("allocated", "reserved")]
     columns = ["", "unit", *[f"#{i}" if len(rows) > 1 else "measured" for i in range(len(rows))]]
     body = [[name, unit, *[value(r) for r in rows]] for name, unit, value in lines]
     units = None

@@ -45,6 +45,10 @@ def register(subparsers) -> None:
                    help="collective to fit the links to (default all_reduce)")
     p.add_argument("--gpu", default=None,
                    help="the catalog GPU the devices are (e.g. h100-sxm), for their peak FLOP/s")
+    p.add_argument("--profile", action="store_true",
+                   help="write a measured profile (format 2): [[gemm]], [[attention]], [[memory]] "
+                        "fitted to matmul, attention and bandwidth runs, with their [provenance] "
+                        "(needs --gpu for the peaks)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run)
 
@@ -100,6 +104,15 @@ def print_calibration(cal, path: str, notes: list[str]) -> None:
                       c.points, f"{c.rms_error:.1%}"] for c in curves],
                     caption="time = latency + size / algbw (NCCL's own form), size as nccl-tests "
                             "counts it; written as [[collective]] in the profile")
+    for name, entries in cal.sections.items():
+        if name == "collective":  # the table above
+            continue
+        print(f"[[{name}]]")
+        for entry in entries:
+            fields = [line for line in entry.toml_lines()[1:] if not line.startswith(("runs", "source"))]
+            print("  " + ", ".join(fields))
+    if cal.provenance is not None:
+        print("  ".join(cal.provenance.toml_lines()))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
 
@@ -168,6 +181,35 @@ def _latest_fittable(store) -> list[int]:
     return ids
 
 
+def _profile(args, runs, stored, created):
+    from willitscale.calibrate.measured_profile import measured_profile
+    from willitscale.errors import ConfigError
+    from willitscale.hardware.catalog import get_gpu
+
+    if not args.gpu:
+        raise ConfigError("--gpu", None, "the catalog GPU the runs measured (e.g. h100-sxm, h200): "
+                          "its dense peaks are what the efficiencies are fractions of")
+    records = [dict(r.info.environment.get("provenance") or {}) for r in stored]
+    return measured_profile(runs, records, gpu=get_gpu(args.gpu), created=created)
+
+
+def _write_steps(path: Path, runs, provenance) -> list[str]:
+    """With train runs among the profile's: their one-GPU steps in a steps file beside it
+    (``validate --profile FILE --steps FILE`` compares them)."""
+    from willitscale.calibrate.measured_steps import steps_from_train_rows, steps_toml
+
+    trains = [(r.id, r.rows) for r in runs if r.kind == "train"]
+    if not trains:
+        return []
+    steps, notes = steps_from_train_rows(trains)
+    if steps:
+        out = path.with_name(path.stem + "-steps.toml")
+        write_text(out, steps_toml(steps, synthetic=False, provenance=provenance,
+                                   header=f"Measured training steps (bench train), runs {[i for i, _ in trains]}"))
+        print(f"steps: {out} ({len(steps)} steps): willitscale validate --profile {path} --steps {out}")
+    return notes
+
+
 def run(args: argparse.Namespace) -> int:
     from willitscale.calibrate.build import calibrate
     from willitscale.calibrate.runs import measured_run
@@ -177,12 +219,22 @@ def run(args: argparse.Namespace) -> int:
     created = now_iso()
     with Store() as store:
         ids = args.run_ids or _latest_fittable(store)
-        runs = [measured_run(store.run(i)) for i in ids]
-        cal, notes = calibrate(runs, created=created, op=args.op, gpu=args.gpu)
+        stored = [store.run(i) for i in ids]
+        runs = [measured_run(r) for r in stored]
+        if args.profile:
+            cal, notes = _profile(args, runs, stored, created)
+        else:
+            cal, notes = calibrate(runs, created=created, op=args.op, gpu=args.gpu)
         path = Path(args.output) if args.output else _default_path(created)
         text = cal.to_toml()
+        if args.profile:
+            from willitscale.calibrate.measured_profile import with_absent_notes
+
+            text = with_absent_notes(text, stored[0].info.environment.get("provenance") or {})
         write_text(path, text)
         store.add_calibration(path=str(path.resolve()), runs=cal.runs, toml=text)
+        if args.profile:
+            notes += _write_steps(path, runs, cal.provenance)
     if args.json:
         print_json({"path": str(path), "toml": text, "notes": notes,
                     "links": [{"level": link.level, "bandwidth_GBps": link.bandwidth / 1e9,

@@ -30,7 +30,7 @@ def register(subparsers) -> None:
     p = sub.add_parser("list", help="every stored run, newest first",
                        description="Which runs are stored? Newest first, with a one-line summary.",
                        epilog=examples("willitscale results list --kind collectives --limit 10"))
-    p.add_argument("--kind", choices=("collectives", "matmul", "train"))
+    p.add_argument("--kind", choices=("collectives", "matmul", "train", "attention", "bandwidth"))
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run_list)
@@ -132,6 +132,11 @@ def _summary_of(info, rows) -> str:
         return f"{','.join(ops)}: peak busbw {peak:.3g} GB/s" + (f", {wrong} WRONG" if wrong else "")
     if info.kind == "matmul":
         return f"peak {max(r['achieved_TFLOPS'] for r in rows):.3g} TFLOP/s"
+    if info.kind == "attention":
+        rates = [r["achieved_TFLOPS"] for r in rows if r.get("achieved_TFLOPS")]
+        return f"peak {max(rates):.3g} TFLOP/s" if rates else "no backend ran"
+    if info.kind == "bandwidth":
+        return f"peak {max(r['achieved_GBps'] for r in rows):.4g} GB/s"
     r = rows[-1]
     return f"{r['model']}: step {r['step_s'] * 1e3:.1f} ms, exposed comm {r['exposed_comm_s'] * 1e3:.1f} ms"
 
@@ -253,6 +258,8 @@ def _key_text(kind: str, key: tuple) -> str:
         return f"{op} {size:,} B {dtype}" + (" in-place" if in_place else "")
     if kind == "matmul":
         return f"{key[0]} {key[1]}x{key[2]}x{key[3]}"
+    if kind in ("attention", "bandwidth"):
+        return " ".join(str(k) for k in key)
     return f"{key[0]} seq {key[1]} batch {key[2]}"
 
 

@@ -15,6 +15,7 @@ import argparse
 import sys
 
 from willitscale.cli.plot_flag import add_plot_flag
+from willitscale.cli.validate_steps import add_steps_flags, run_steps
 
 __all__ = ["register"]
 
@@ -43,6 +44,7 @@ def register(subparsers) -> None:
     p.add_argument("--markdown", action="store_true",
                    help="with --published: the tables as Markdown (docs/validation.md)")
     add_plot_flag(p)
+    add_steps_flags(p)
     p.set_defaults(run=run)
 
 
@@ -79,6 +81,8 @@ def _nccl_tests(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.profile or args.steps:  # measured training steps vs a measured profile
+        return run_steps(args)
     if args.nccl_tests:
         from willitscale.errors import ConfigError
 

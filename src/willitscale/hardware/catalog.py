@@ -56,8 +56,12 @@ def catalog_dir() -> Path:
     home = os.environ.get(HOME_ENV)
     if home:
         return Path(home).expanduser() / "catalog"
-    import platformdirs
-
+    try:
+        import platformdirs
+    except ImportError:
+        raise ConfigError(HOME_ENV, "unset", "a folder for willitscale's data (the default folder "
+                          "comes from platformdirs, which is not installed: set WILLITSCALE_HOME "
+                          "or pip install platformdirs)") from None
     return Path(platformdirs.user_data_dir("willitscale")) / "catalog"
 
 

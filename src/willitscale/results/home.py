@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from willitscale.errors import ConfigError
+
 __all__ = ["HOME_ENV", "home", "store_path"]
 
 HOME_ENV = "WILLITSCALE_HOME"
@@ -17,9 +19,18 @@ def home() -> Path:
     env = os.environ.get(HOME_ENV)
     if env:
         return Path(env).expanduser()
-    import platformdirs
+    return Path(_platformdirs().user_data_dir("willitscale"))
 
-    return Path(platformdirs.user_data_dir("willitscale"))
+
+def _platformdirs():
+    """platformdirs, or an error saying how to do without it (set ``WILLITSCALE_HOME``)."""
+    try:
+        import platformdirs
+    except ImportError:
+        raise ConfigError(HOME_ENV, "unset", "a folder for willitscale's data (the default folder "
+                          "comes from platformdirs, which is not installed: set WILLITSCALE_HOME "
+                          "or pip install platformdirs)") from None
+    return platformdirs
 
 
 def store_path() -> Path:

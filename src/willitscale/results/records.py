@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from willitscale.collectives.metrics import algbw, busbw
 from willitscale.collectives.ops import Op
 from willitscale.errors import ConfigError
+from willitscale.results.kernel_records import AttentionRow, BandwidthRow
 
 __all__ = ["CollectiveRow", "MatmulRow", "TrainRow", "ROW_TYPES", "row_from_json", "BENCH_KINDS"]
 
@@ -193,7 +194,8 @@ def _optional_int(data: Mapping[str, Any], key: str) -> int | None:
     return None if data.get(key) is None else int(data[key])
 
 
-ROW_TYPES = {cls.kind: cls for cls in (CollectiveRow, MatmulRow, TrainRow)}
+ROW_TYPES = {cls.kind: cls for cls in (CollectiveRow, MatmulRow, TrainRow, AttentionRow,
+                                             BandwidthRow)}
 BENCH_KINDS = tuple(ROW_TYPES)
 
 

@@ -29,6 +29,9 @@ METRICS = {
     "collectives": ("busbw_GBps", lambda r: r.busbw / 1e9, True),
     "matmul": ("achieved_TFLOPS", lambda r: r.flop_rate / 1e12, True),
     "train": ("step_s", lambda r: r.step, False),
+    # a backend that did not run a shape has no rate: that point is left out
+    "attention": ("achieved_TFLOPS", lambda r: None if r.flop_rate is None else r.flop_rate / 1e12, True),
+    "bandwidth": ("achieved_GBps", lambda r: r.bandwidth / 1e9, True),
 }
 
 
@@ -78,7 +81,9 @@ def compare_runs(kind: str, runs: Sequence[tuple[int, str, Sequence[Mapping[str,
     for run_id, _, rows in runs:
         for data in rows:
             row = row_from_json(kind, data)
-            values.setdefault(row.key, {})[run_id] = value_of(row)
+            value = value_of(row)
+            if value is not None:
+                values.setdefault(row.key, {})[run_id] = value
     points = [PointStats(key=key, runs=len(v), median=statistics.median(v.values()),
                          min=min(v.values()), max=max(v.values())) for key, v in values.items()]
     medians = {p.key: p.median for p in points}

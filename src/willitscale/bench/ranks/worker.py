@@ -32,7 +32,8 @@ from willitscale.bench.environment import (
     summarize_environment,
     torch_facts,
 )
-from willitscale.bench.options import OPTION_TYPES
+from willitscale.bench.kernel_options import BENCH_OPTION_TYPES as OPTION_TYPES
+from willitscale.bench.provenance import provenance_of
 from willitscale.bench.ranks import heartbeat as heartbeats
 from willitscale.bench.ranks.lifeline import ParentWatch
 from willitscale.errors import BenchmarkError, ConfigError, StoreError, WillItScaleError
@@ -137,7 +138,12 @@ def _environment(ctx) -> dict[str, Any]:
              "pid": os.getpid()}
     everyone = ctx.gather_objects(facts)
     devices = ctx.gather_objects(ctx.device_name)
-    return summarize_environment(everyone, backend=ctx.backend, device_names=devices)
+    from willitscale.results.store import now_iso
+
+    environment = summarize_environment(everyone, backend=ctx.backend, device_names=devices)
+    # one flat record (GPU, driver, CUDA, torch, clocks, date, host) stored with every run
+    environment["provenance"] = provenance_of(environment, date=now_iso())
+    return environment
 
 
 def _bench(job: Job, ctx, emit, environment) -> None:
@@ -149,6 +155,14 @@ def _bench(job: Job, ctx, emit, environment) -> None:
         from willitscale.bench.matmul import run_matmul
 
         run_matmul(ctx, job.options, emit)
+    elif job.kind == "attention":
+        from willitscale.bench.attention import run_attention
+
+        run_attention(ctx, job.options, emit)
+    elif job.kind == "bandwidth":
+        from willitscale.bench.bandwidth import run_bandwidth
+
+        run_bandwidth(ctx, job.options, emit)
     else:
         from willitscale.bench.train import run_train
 
