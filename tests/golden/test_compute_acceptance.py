@@ -88,9 +88,9 @@ GPT3 = {"model": "gpt3-175b", "gpu": "h100-sxm", "nodes": 64, "gpus_per_node": 8
         "seq_len": 2048}
 
 
-@pytest.mark.xfail(strict=True, reason="FP8 over BF16: 23.63 s / 15.72 s = 1.504x, just above "
-                   "the 1.5x bound")
 def test_gpt3_175b_fp8_is_125_to_150_times_faster_than_bf16():
+    # met once collectives are costed as NCCL runs them (issue 12): 24.43 s / 16.51 s = 1.479x
+    # (with the alpha-beta collectives it was 23.63 s / 15.72 s = 1.504x, a strict xfail)
     # willitscale estimate --model gpt3-175b --gpu h100-sxm --nodes 64 --gpus-per-node 8 --tp 4
     #   --pp 8 --zero 1 --recompute full --sequence-parallel --global-batch 2048 --seq-len 2048
     #   --dtype bf16 / --dtype fp8
