@@ -11,6 +11,7 @@ from willitscale.hardware.calibration import (
     LinkCalibration,
     load_calibration,
 )
+from willitscale.hardware.profile import AttentionCurve, GemmCurve, MemoryCurve, Provenance
 
 
 def _cal() -> Calibration:
@@ -32,6 +33,42 @@ def test_round_trip(tmp_path):
     back = load_calibration(path)
     assert back == cal
     assert back.path == str(path)
+
+
+def test_a_measured_profile_round_trips(tmp_path):
+    # format 2: provenance and the curve sections come back exactly, beside links and compute
+    cal = _cal()
+    profile = Calibration(
+        links=cal.links, compute=cal.compute, created=cal.created, runs=cal.runs, setup=cal.setup,
+        source=cal.source,
+        provenance=Provenance(gpu="h100-sxm", device="NVIDIA H100 80GB HBM3", driver="550.54.15",
+                              cuda="12.4", torch="2.4.0", sm_clock_MHz=1980.0, date="2025-01-01",
+                              host="node-17"),
+        sections={"gemm": (GemmCurve(dtype="bf16", peak_flop_rate=989.4e12, efficiency=0.78,
+                                     k_half=180.0, kernel_overhead=4e-6, points=12,
+                                     rms_error=0.03, runs=(7,)),),
+                  "attention": (AttentionCurve(kernel="fa3", direction="forward", causal=True,
+                                               efficiency=0.64, seq_half=900.0),),
+                  "memory": (MemoryCurve(bandwidth=2.9e12, kernel_overhead=2.5e-6),)})
+    path = tmp_path / "profile.toml"
+    path.write_text(profile.to_toml())
+    assert path.read_text().splitlines()[2] == "format = 2"
+    back = load_calibration(path)
+    assert back == profile
+    assert back.section("gemm")[0].k_half == 180.0 and back.section("memory")[0].bandwidth == 2.9e12
+    assert cal.section("gemm") == ()
+
+
+def test_the_documented_example_profile_loads():
+    # examples/profiles/measured-profile.toml is the example of docs/measure.md ("The measured profile")
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    example = root / "examples" / "profiles" / "measured-profile.toml"
+    cal = load_calibration(example)
+    assert cal.provenance.gpu == "h100-sxm"
+    assert {name for name in cal.sections} == {"gemm", "attention", "memory"}
+    assert example.read_text() in (root / "docs" / "measure.md").read_text()
 
 
 def test_lookups_and_derived_figures():
@@ -62,7 +99,16 @@ def test_hand_written_file_with_only_an_efficiency(tmp_path):
     ('[[link]]\nlevel = "inter_node"\nbandwith_GBps = 1\nlatency_us = 1\n', "bandwidth_GBps"),
     ('[[compute]]\ndevice = "cpu"\ndtype = "fp32"\npeak_TFLOPS = 1\nachieved_TFLOPS = 0.5\n'
      'efficiency = 0.9\n', "efficiency"),
-    ('format = 2\n', "format"),
+    ('format = 3\n', "format"),
+    ('format = 1\n[[gemm]]\ndtype = "bf16"\npeak_TFLOPS = 989\nefficiency = 0.8\nk_half = 100\n',
+     "unknown key 'gemm'"),
+    ('format = 2\n[[gemmm]]\ndtype = "bf16"\n', "unknown key 'gemmm'"),
+    ('format = 2\n[[gemm]]\ndtype = "bf16"\npeak_TFLOPS = 989\nefficiency = 1.2\nk_half = 100\n',
+     "efficiency"),
+    ('format = 2\n[[attention]]\nkernel = "fa3"\ndirection = "sideways"\ncausal = true\n'
+     'efficiency = 0.6\nseq_half = 500\n', "direction"),
+    ('format = 2\n[[memory]]\nachievable_GBps = 2900\n[[memory]]\nachievable_GBps = 2800\n',
+     "one entry per key"),
     # issue 17: a hand-written efficiency of 1.6 was clamped to 1 without a word
     ('[[compute]]\ndevice = "cpu"\ndtype = "fp32"\npeak_TFLOPS = 1\nefficiency = 1.6\n',
      r"efficiency = 1.6 is not valid: expected a fraction of the peak in \(0, 1\]"),

@@ -135,13 +135,14 @@ def test_fp32_training_keeps_4_byte_activations():
 # -- B8, B9: FLOPs and efficiency ------------------------------------------------------------------
 
 def test_fp8_computes_faster_than_bf16_by_default():
-    # defaults: bf16 HFU 0.50 x 989.4 TFLOP/s, fp8 HFU 0.40 x 1978.9 (NeMo FP8 runs, cited in
-    # willitscale.compute.efficiency): fp8 compute = 0.5 x 989.4 / (0.4 x 1978.9) = 0.625 of bf16's.
-    # Before, fp8's 0.25 x 1978.9 = 0.5 x 989.4 made them equal.
+    # Without a shape the flat defaults apply: bf16 HFU 0.50 x 989.4 TFLOP/s; fp8 HFU
+    # 0.50 x 1.50 / 2 = 0.375 x 1978.9 (the 1.50x FP8 speed-up measured with FSDP2 on 128 H100,
+    # cited in willitscale.compute.efficiency): fp8 compute = 0.5 x 989.4 / (0.375 x 1978.9) =
+    # 1 / 1.5 of bf16's.
     setting = {"params": 2e9, "gpu": "h100", "seq_len": 2048, "gpus_per_node": 1}
     bf16 = estimate(build_scenario(setting))
     fp8 = estimate(build_scenario({**setting, "dtype": "fp8"}))
-    assert fp8.compute / bf16.compute == pytest.approx(0.5 * 989.4 / (0.4 * 1978.9), rel=1e-3)
+    assert fp8.compute / bf16.compute == pytest.approx(0.5 * 989.4 / (0.375 * 1978.9), rel=1e-3)
 
 
 def test_causal_flash_attention_executes_half_the_scores_mfu_counts_them_all():

@@ -110,8 +110,11 @@ def test_forward_on_the_critical_path_unless_overlapped():
     # no overlap in the forward: the forward's share is exposed; backward's hides behind the
     # weight-gradient GEMMs (Korthikanti et al. 2022): (2 L + 1) / (4 L + 2) = half
     assert op.exposed == pytest.approx(op.time / 2, rel=1e-9)
+    # with overlap each collective is cut into t = 8 chunks; the first has nothing to hide
+    # behind, the other 7/8 hide while the pass's compute lasts (here far longer than the
+    # all-reduces: 1.49 ms of QKV weight gradient alone vs ~0.37 ms each), so 1/8 stays exposed
     _, overlapped = tp_op(tp_comm_overlap=True)
-    assert overlapped.exposed < 0.05 * overlapped.time
+    assert overlapped.exposed == pytest.approx(overlapped.time / 8, rel=1e-9)
 
 
 def test_tp_wider_than_a_node_crosses_the_network_and_is_flagged():

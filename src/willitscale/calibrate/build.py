@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from willitscale.calibrate.compute import compute_calibrations
 from willitscale.calibrate.links import link_calibrations
+from willitscale.calibrate.profile_fit import gemm_sections, sustained_section
 from willitscale.calibrate.runs import MeasuredRun
 from willitscale.errors import ConfigError
 from willitscale.hardware.calibration import Calibration
@@ -30,7 +31,8 @@ def check_same_network(runs: Sequence[MeasuredRun]) -> None:
 
 def calibrate(runs: Sequence[MeasuredRun], *, created: str, op: str | None = None,
               gpu: str | None = None) -> tuple[Calibration, list[str]]:
-    """Fit every link level and compute entry ``runs`` measured."""
+    """Fit every link level and compute entry ``runs`` measured, and the GEMM curves of the
+    matmul sweeps on a catalog GPU (:mod:`.profile_fit`)."""
     if not runs:
         raise ConfigError("runs", [], "at least one stored run")
     check_same_network(runs)
@@ -44,8 +46,15 @@ def calibrate(runs: Sequence[MeasuredRun], *, created: str, op: str | None = Non
                           f"runs with something to fit: collective sweeps, matmul or train runs ({why})")
     setups = sorted({r.setup for r in runs})
     shapes = sorted({f"{r.nodes} x {r.ranks_per_node}" for r in runs})
+    provenance, gemm, gemm_notes = gemm_sections(runs, gpu=gpu)
+    sections = {"gemm": gemm} if gemm else {}
+    provenance, sustained, sustained_notes = sustained_section(
+        runs, provenance=provenance, sections=sections, gpu=gpu)
+    if sustained:
+        sections["sustained"] = sustained
     cal = Calibration(links=tuple(links), compute=tuple(compute), created=created,
+                      provenance=provenance, sections=sections,
                       runs=tuple(sorted(r.id for r in runs)),
                       setup=f"{'; '.join(setups)}; nodes x ranks: {', '.join(shapes)}",
                       source=f"willitscale calibrate on {socket.gethostname()}")
-    return cal, link_notes + compute_notes
+    return cal, link_notes + compute_notes + gemm_notes + sustained_notes

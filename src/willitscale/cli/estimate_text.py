@@ -56,6 +56,34 @@ def _breakdown(est, file) -> None:
     print_table(None, ["part of the step", "time", "share"], rows, file=file)
 
 
+KIND_NAMES = (("gemm", "GEMM"), ("attention", "attention"), ("memory", "memory-bound"),
+              ("overhead", "kernel overhead"))
+
+
+def compute_lines(est) -> list[str]:
+    """Where compute goes per op kind, and MFU two ways (rich markup)."""
+    k = est.compute_kinds
+    if k is not None:
+        parts = " · ".join(f"{name} {k.share(kind):.0%}" for kind, name in KIND_NAMES)
+        first = (f"[bold]Compute[/bold] {format_time(est.compute)} by op kind (per-op model): "
+                 f"{parts}")
+        if k.recompute > 0:
+            first += f"; recomputation {format_time(k.recompute)} of it"
+    elif est.compute_model.startswith("flat") and "default" in est.compute_model:
+        first = (f"[bold]Compute[/bold] {format_time(est.compute)}: "
+                 f"{escape(est.compute_model)}: the per-op model needs the model's shape and "
+                 "the GPU's compute curves (no split by op kind)")
+    elif est.compute_model.startswith("flat"):
+        first = (f"[bold]Compute[/bold] {format_time(est.compute)}: "
+                 f"{escape(est.compute_model)}, one fraction replacing the per-op model (no "
+                 "split by op kind)")
+    else:
+        first = f"[bold]Compute[/bold] {format_time(est.compute)}: {escape(est.compute_model)}"
+    mfu = (f"  MFU {est.mfu:.3f} PaLM-style (causal attention counted in full) · "
+           f"{est.mfu_causal:.3f} causal-adjusted (its unmasked half)")
+    return [first, mfu]
+
+
 def _memory_line(m) -> str:
     gib = lambda x: format_size(x, binary=True)  # noqa: E731 - HBM is sold in GiB
     verdict = {"fits": "fits", "tight": "[yellow]tight[/yellow]",
@@ -144,6 +172,8 @@ def print_estimate(est, scenario, *, width: int = DEFAULT_WIDTH, brief: bool = F
     out.print(f"[bold]step {format_time(est.step_time)}[/bold] · {est.tokens_per_s:,.0f} tokens/s"
               f" · MFU {est.mfu:.3f} · HFU {est.hfu:.3f}{rate}{why}")
     _breakdown(est, file)
+    for line in compute_lines(est):
+        out.print(line)
     _communication(est, out)
     _pipeline_and_groups(est, out)
     out.print(_memory_line(est.memory))

@@ -78,6 +78,15 @@ def _execution_flags(parser) -> None:
                                         "(default tp-cp-ep-dp-pp)")
     x.add_argument("--no-flash-attention", dest="flash_attention", action="store_const",
                    const="false", help="standard attention (keeps the s x s scores)")
+    k = parser.add_argument_group("kernels (docs/estimate.md, Compute)")
+    k.add_argument("--attention-kernel", choices=("auto", "fa2", "fa3", "fa4", "cudnn", "ck"),
+                   help="fused attention kernel (default auto: the GPU's own, FA2 on A100, FA3 "
+                        "on H100/H200, FA4 on B200)")
+    k.add_argument("--fusion", choices=("fused", "eager"),
+                   help="element-wise kernels: fused (Megatron/TE/torch.compile, default) or "
+                        "eager PyTorch (one kernel per tensor op)")
+    k.add_argument("--fp8-recipe", choices=("delayed", "tensorwise", "rowwise"),
+                   help="with --dtype fp8: scaling recipe (default delayed, Transformer Engine's)")
 
 
 def _parallel_flags(parser) -> None:

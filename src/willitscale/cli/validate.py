@@ -1,6 +1,8 @@
-"""``willitscale validate [--calibration FILE] [RUN_ID ...]``: predicted vs measured.
+"""``willitscale validate [--calibration FILE] [RUN_ID ...]`` or ``validate --published``.
 
-How far is the model from what was measured? Every stored run the calibration can predict (or the runs given), row by row, with the
+How far is the model from what was measured? With --published: every published training run of
+the validation set (docs/validation.md), the test rows by default, with the error summary by
+GPU, parallelism and dtype. Otherwise every stored run the calibration can predict (or the runs given), row by row, with the
 relative error of each prediction and whether the row was one the calibration was fitted to
 (in-sample) or a real test (out-of-sample). Without --calibration, the latest one
 ``willitscale calibrate`` wrote.
@@ -22,11 +24,18 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("validate", help="how far the model's predictions are from the measurements",
                               description=__doc__.split("\n\n", 1)[1].replace("``", ""), epilog=examples(
                                   "willitscale validate",
+                                  "willitscale validate --published",
                                   "willitscale validate --calibration cluster.toml 7 8 --plot figs"))
     p.add_argument("run_ids", type=int, nargs="*", metavar="RUN_ID",
                    help="stored runs to predict (default: every run the calibration can predict)")
     p.add_argument("--calibration", default=None, help="a calibration file (default: the latest)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--published", action="store_true",
+                   help="the compute model against published training runs (docs/validation.md)")
+    p.add_argument("--side", choices=("test", "fit", "all"), default="test",
+                   help="with --published: which rows (default test)")
+    p.add_argument("--markdown", action="store_true",
+                   help="with --published: the tables as Markdown (docs/validation.md)")
     add_plot_flag(p)
     p.set_defaults(run=run)
 
@@ -52,6 +61,18 @@ def _calibration(store, path: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.published:
+        from willitscale.cli.validate_published import run_published
+
+        if args.run_ids or args.calibration or args.plot:
+            from willitscale.errors import ConfigError
+
+            raise ConfigError("--published takes no run ids, --calibration or --plot")
+        return run_published(args)
+    if args.side != "test" or args.markdown:
+        from willitscale.errors import ConfigError
+
+        raise ConfigError("--side and --markdown go with --published")
     from willitscale.calibrate.runs import measured_run
     from willitscale.calibrate.validate import Skipped, compare
     from willitscale.cli.output import print_json, print_table

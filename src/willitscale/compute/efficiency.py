@@ -17,30 +17,27 @@ efficiency given as input whenever communication, data loading or the optimizer 
 it came from; :func:`default_efficiency` is the table of defaults. A calibration (fitted to measurements on the user's cluster) replaces
 both the compute efficiency and the overlap slowdown below.
 
-Defaults, as **compute-only** HFU (communication is modelled separately, so these are higher
-than end-to-end figures measured with communication included):
+The per-op compute model (:mod:`willitscale.compute.layer`) is the default whenever the model's
+shape is known and the GPU has compute curves (``compute/curves.toml`` or a measured profile):
+then there is no efficiency to choose, each operation's time comes from its shape. A flat
+efficiency applies only when given (``--hfu``/``--mfu``, which replace the per-op model), when a
+calibration holds a measured flat efficiency and no curves, or as the default below when the
+per-op model cannot run (``--params`` without a shape, a GPU without curves).
+
+Flat defaults, as **compute-only** HFU (communication is modelled separately):
 
 ==========  =====  =========================================================================
 dtype       HFU    why
 ==========  =====  =========================================================================
 bf16, fp16  0.50   Megatron-LM on A100 (Narayanan et al. 2021, SC21, table 1): 44-52% of peak
                    end to end, recomputation counted; Bekman's networking chapter uses 50%.
-                   Llama 3 (Dubey et al. 2024, table 4): 38-43% BF16 MFU on 16K H100s end to
-                   end, communication included, so compute alone is higher.
-fp8         0.40   NVIDIA NeMo performance summaries, FP8 pretraining on DGX H100, model
-                   TFLOP/s per GPU end to end: GPT-3 175B on 512 GPUs 888 (NeMo 24.12) and
-                   932 (25.02), 45-47% of the 1,979 TFLOP/s dense FP8 peak; Llama 2 7B on 8
-                   GPUs 780 (39%), Llama 3 70B on 64 GPUs 734 (37%) (NeMo 24.12). Compute
-                   alone is higher than these end-to-end figures; 0.40 is their middle, so
-                   an FP8 step computes 1.6x faster than with the bf16 default (0.40 x 1,979
-                   vs 0.50 x 989 TFLOP/s): FP8 speeds up the GEMMs only. Llama 4's
-                   390 TFLOP/s (~20%, Meta, April 2025) was a mixture of experts with heavy
-                   all-to-all traffic, not a compute-only figure: the previous default 0.25
-                   made FP8 exactly as fast as bf16 (0.25 x 1,979 = 0.50 x 989).
+fp8         0.375  the bf16 default sped up as FP8 pretraining was measured against bf16 on
+                   the same cluster: 1.50x for Llama 3 70B on 128 H100 with FSDP2 and float8
+                   all-gathers (PyTorch dev-discuss, "Enabling float8 all-gather in FSDP2";
+                   pytorch.org "Supercharging Training using float8 and FSDP2", Table 1: 956
+                   vs 1430 tokens/s per GPU): 0.50 x 1.50 / 2, the FP8 peak being twice bf16's.
 other       none   no published basis for a default: give ``--hfu`` or ``--mfu``.
 ==========  =====  =========================================================================
-
-The same default applies to every GPU; a per-GPU value comes from a calibration.
 
 Overlap slowdown: while NCCL kernels run, they occupy SMs and memory bandwidth, so compute that
 overlaps communication runs slower. "Characterizing Compute-Communication Overlap in
@@ -54,14 +51,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from willitscale.compute import kernels
 from willitscale.errors import ConfigError
 
 __all__ = ["DEFAULT_HFU", "DEFAULT_OVERLAP_SLOWDOWN", "Efficiency", "default_efficiency",
-           "resolved_efficiency", "roofline_applies"]
+           "resolved_efficiency"]
 
 #: compute-only HFU defaults by compute dtype (sources in the module docstring)
-DEFAULT_HFU = {"bf16": 0.5, "fp16": 0.5, "fp8": 0.40}
+DEFAULT_HFU = {"bf16": 0.5, "fp16": 0.5, "fp8": 0.5 * 1.50 / 2}
 #: arXiv 2507.03114: compute overlapped with communication is 18.9% slower on average.
 DEFAULT_OVERLAP_SLOWDOWN = 0.19
 
@@ -98,10 +94,14 @@ def default_efficiency(gpu_name: str, dtype: str) -> Efficiency:
                       source=f"default for {dtype} on {gpu_name}, see docs/estimate.md")
 
 
-def resolved_efficiency(scenario) -> Efficiency:
-    """The compute efficiency in force: the user's, a calibration's (an HFU), or the default."""
+def resolved_efficiency(scenario, *, per_op: bool) -> Efficiency | None:
+    """The flat compute efficiency in force, or None when the per-op model times the step:
+    the user's (``--hfu``/``--mfu``), a calibration's measured flat efficiency (an HFU) when it
+    has no curves for the per-op model (``per_op`` False), else the default."""
     if scenario.efficiency is not None:
         return scenario.efficiency
+    if per_op:
+        return None
     calibration = scenario.calibration
     if calibration is not None:
         entry = calibration.compute_for(scenario.dtype)
@@ -109,16 +109,4 @@ def resolved_efficiency(scenario) -> Efficiency:
         if value is not None:
             where = getattr(calibration, "path", "") or "the calibration"
             return Efficiency(kind="hfu", value=min(float(value), 1.0), source=f"calibrated, {where}")
-    if roofline_applies(scenario):
-        return Efficiency(kind="hfu", value=kernels.GEMM_EFFICIENCY,
-                          source="default with a model shape: matmuls at this fraction of peak, "
-                                 "element-wise operations at the GPU's memory bandwidth "
-                                 "(willitscale.compute.kernels, docs/planner.md)")
     return default_efficiency(scenario.cluster.gpu.name, scenario.dtype)
-
-
-def roofline_applies(scenario) -> bool:
-    """The two-term compute model (:mod:`willitscale.compute.kernels`) is the default when nothing
-    else fixes the efficiency, the model's shape is known and the dtype is bf16/fp16."""
-    return (scenario.efficiency is None and scenario.calibration is None
-            and scenario.model is not None and scenario.dtype in ("bf16", "fp16"))

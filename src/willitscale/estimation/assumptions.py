@@ -26,7 +26,28 @@ def _compute_source(scenario, ctx) -> str:
     if scenario.measured.step_time_one_gpu is not None:
         return ("measured single-GPU step time, less the modelled optimizer (which runs after "
                 "the all-reduce): forward + backward split by FLOPs; data loading inside it")
-    return ctx.efficiency.describe()
+    if ctx.spec is not None:
+        return per_op_description(ctx.spec)
+    note = ""
+    if scenario.efficiency is None and scenario.model is not None and ctx.spec is None:
+        note = (f" (no per-op compute curves for {scenario.cluster.gpu.name} {scenario.dtype}: "
+                "the flat default applies)") if scenario.calibration is None else ""
+    flat = ("; a flat fraction replacing the per-op compute model"
+            if scenario.efficiency is not None else "")
+    return ctx.efficiency.describe() + flat + note
+
+
+def per_op_description(spec) -> str:
+    """One line: the per-op model and where its curves come from."""
+    c = spec.curves
+    kernel = spec.kernel if spec.flash else "unfused softmax(Q K^T) V"
+    where = "measured profile (" + ", ".join(c.measured) + ") + built-in curves" if c.measured \
+        else "built-in curves (willitscale/compute/curves.toml)"
+    borrowed = f"; {c.borrowed}" if c.borrowed else ""
+    fp8 = f", FP8 {spec.fp8_recipe} scaling on the linear layers" if spec.dtype == "fp8" else ""
+    return (f"per-op model: GEMMs by shape on the {spec.dtype} curve, attention as {kernel}, "
+            f"memory-bound ops ({spec.fusion}) at {c.memory.bandwidth / 1e9:.0f} GB/s{fp8}; "
+            f"{where}{borrowed} (docs/estimate.md, Compute)")
 
 
 def _head(scenario, ctx, batch: str) -> list[tuple[str, str]]:

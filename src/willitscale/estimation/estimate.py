@@ -38,6 +38,7 @@ from willitscale.estimation.mpreport import model_parallel_parts
 from willitscale.estimation.result import (
     Bottleneck,
     Breakdown,
+    ComputeKinds,
     StepEstimate,
 )
 from willitscale.scenario.batch import PlanBatch
@@ -127,9 +128,48 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
         nodes=scenario.cluster.nodes, memory=memory, comm_ops=parts.comm_ops,
         bottleneck=bottleneck, assumptions=tuple(parts.assumptions) + scope_assumptions,
         unknowns=parts.unknowns,
-        timeline=parts.timeline, plan=_plan_json(plan), pipeline=parts.pipeline,
+        timeline=_timeline_with_kinds(parts.timeline, result),
+        plan=_plan_json(plan), pipeline=parts.pipeline,
         placement=parts.placement,
-        warnings=scope_warnings + tuple(scenario.cluster.warnings) + tuple(parts.warnings))
+        warnings=scope_warnings + tuple(scenario.cluster.warnings) + tuple(parts.warnings),
+        mfu_causal=float(np.asarray(result.mfu_causal)[0]),
+        compute_kinds=_compute_kinds(result), compute_model=_compute_model(ctx))
+
+
+def _compute_kinds(result) -> ComputeKinds | None:
+    kinds = result.detail.get("compute_kinds") or {}
+    if not kinds:
+        return None
+    one = lambda part, k: float(np.asarray(kinds[part][k])[0])  # noqa: E731
+    names = ("gemm", "attention", "memory", "overhead")
+    total = {k: one("forward", k) + one("backward", k) for k in names}
+    return ComputeKinds(**total, recompute=sum(one("recompute", k) for k in names),
+                        forward=sum(one("forward", k) for k in names),
+                        backward=sum(one("backward", k) for k in names))
+
+
+def _timeline_with_kinds(timeline, result):
+    """The timeline's forward and backward spans carry the per-op model's split of their pass
+    by op kind (shares of the pass, in the trace viewer's arguments)."""
+    kinds = result.detail.get("compute_kinds") or {}
+    if timeline is None or not kinds:
+        return timeline
+    shares = {}
+    for part in ("forward", "backward"):
+        seconds = {k: float(np.asarray(v)[0]) for k, v in kinds[part].items()}
+        total = sum(seconds.values())
+        shares[part] = {f"{k}_share": round(v / total, 4) for k, v in seconds.items()} if total else {}
+    spans = tuple(replace(s, args={**dict(s.args), **shares[s.kind]}) if s.kind in shares else s
+                  for s in timeline.spans)
+    return replace(timeline, spans=spans)
+
+
+def _compute_model(ctx) -> str:
+    if ctx.spec is not None:
+        return "per-op model"
+    if ctx.efficiency is None:
+        return "measured single-GPU step"
+    return f"flat {ctx.efficiency.describe()}"
 
 
 def _plan_json(plan) -> dict:

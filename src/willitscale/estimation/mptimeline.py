@@ -150,7 +150,7 @@ def pipeline_timeline(scenario, result, breakdown) -> Timeline:
     """The spans of one step on the critical stage's GPU (see the module docstring)."""
     crit = int(result.critical[0])
     comp, per = result.detail["comp"], result.traffic
-    fwd, bwd = float(comp[0][0, crit]), float(comp[1][0, crit])
+    fwd, bwd = float(comp.forward[0, crit]), float(comp.backward[0, crit])
     fwd_parts, bwd_parts = _parts(result.detail["traffic"], crit)
     m = scenario.plan.grad_accum
     labels = {**_LABEL, **(_ZERO_LABEL if scenario.plan.zero in (1, 2) else {})}

@@ -16,7 +16,8 @@ from willitscale.estimation.timeline import Timeline
 from willitscale.memory.device import RESERVED_RATIO
 from willitscale.units import format_count, format_size, format_time
 
-__all__ = ["Breakdown", "MemoryBreakdown", "CommReport", "Bottleneck", "StepEstimate"]
+__all__ = ["Breakdown", "ComputeKinds", "MemoryBreakdown", "CommReport", "Bottleneck",
+           "StepEstimate"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,6 +38,34 @@ class Breakdown:
 
     def to_json(self) -> dict[str, float]:
         return {f"{f.name}_s": getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ComputeKinds:
+    """Where the compute time of a step goes, per op kind (the critical GPU, all micro-batches,
+    recomputation included): GEMMs, the attention kernel, memory-bound operations and the
+    kernels' fixed costs. Only the per-op model splits compute so (a flat efficiency does not)."""
+
+    gemm: float
+    attention: float
+    memory: float  #: norms, activations, rotary, residuals, dropout, cross-entropy, FP8 casts
+    overhead: float  #: each kernel's fixed cost
+    recompute: float = 0.0  #: of the above, what recomputation reruns
+    forward: float = 0.0
+    backward: float = 0.0  #: incl. recomputation
+
+    @property
+    def total(self) -> float:
+        return self.gemm + self.attention + self.memory + self.overhead
+
+    def share(self, kind: str) -> float:
+        return getattr(self, kind) / self.total if self.total > 0 else 0.0
+
+    def to_json(self) -> dict[str, float]:
+        out = {f"{k}_s": getattr(self, k) for k in ("gemm", "attention", "memory", "overhead",
+                                                     "recompute", "forward", "backward")}
+        out.update({f"{k}_share": self.share(k) for k in ("gemm", "attention", "memory", "overhead")})
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,7 +224,7 @@ class StepEstimate:
     model_flops: float  #: per GPU per step (no recomputation): what MFU counts
     executed_flops: float  #: per GPU per step, recomputation included: what HFU counts
     peak_flops: float  #: the GPU's dense peak for the compute dtype
-    mfu: float  #: model_flops / (step_time x peak)
+    mfu: float  #: model_flops / (step_time x peak): PaLM-style, causal attention counted in full
     hfu: float  #: executed_flops / (step_time x peak)
     tokens_per_s: float  #: whole job
     samples_per_s: float
@@ -214,6 +243,12 @@ class StepEstimate:
     pipeline: dict = field(default_factory=dict)  #: schedule, stages, micro-batches, bubble
     placement: tuple = ()  #: one dict per group kind: ranks, nodes, GPUs per node, rail, link
     warnings: tuple[str, ...] = ()  #: plan choices worth a second look (TP across nodes, ...)
+    #: MFU with causal attention counted for its unmasked half (the FLOPs a causal kernel needs)
+    mfu_causal: float = 0.0
+    #: compute per op kind (per-op model); None when a flat efficiency times compute
+    compute_kinds: ComputeKinds | None = None
+    #: how compute was timed: "per-op model" or the flat efficiency in words
+    compute_model: str = ""
     #: the unstated knobs the estimate fitted (estimation.fit.KnobFit.to_json), {} when none
     knobs: dict = field(default_factory=dict)
 
@@ -256,7 +291,12 @@ class StepEstimate:
             "exposed_comms_s": self.exposed_comms,
             "hidden_comms_s": self.comms - self.exposed_comms,
             "mfu": self.mfu,
+            "mfu_palm": self.mfu,
+            "mfu_causal_adjusted": self.mfu_causal,
             "hfu": self.hfu,
+            "compute_model": self.compute_model,
+            "compute_by_kind": (self.compute_kinds.to_json() if self.compute_kinds is not None
+                                else None),
             "tokens_per_s": self.tokens_per_s,
             "samples_per_s": self.samples_per_s,
             "memory_per_gpu_bytes": self.memory.total,

@@ -20,9 +20,12 @@ What it holds:
   step achieved on its executed FLOPs, their ratio ``efficiency`` (an HFU: see
   :mod:`willitscale.compute.efficiency`), and the optimizer's time per parameter.
 
-The TOML format (every unit in the key)::
+The TOML format (every unit in the key). Format 2 (a **measured profile**) adds a
+``[provenance]`` table and the sections of :mod:`willitscale.hardware.profile` (``[[gemm]]``,
+``[[attention]]``, ``[[memory]]``, and those other measurements add); a format-1 file still
+loads (it has neither)::
 
-    format = 1
+    format = 2
     created = "2025-01-01T00:00:00+00:00"
     runs = [3, 4]
     setup = "gloo, cpu, emulated 2 x 1, uplink 200Mbit"
@@ -54,6 +57,20 @@ The TOML format (every unit in the key)::
     optimizer_ns_per_param = 9.5   # optimizer step time / parameters (optional)
     model = "gpt2-tiny"            # what the training step trained (optional)
     runs = [5, 6]
+
+    [provenance]                   # format 2: what was measured (every key optional)
+    gpu = "h100-sxm"
+    device = "NVIDIA H100 80GB HBM3"
+    driver = "550.54.15"
+    cuda = "12.4"
+    torch = "2.4.0"
+    sm_clock_MHz = 1980.0
+    date = "2025-01-01"
+    host = "node-17"
+
+    [[gemm]]                       # format 2 sections: see willitscale.hardware.profile
+    dtype = "bf16"
+    ...
 """
 
 from __future__ import annotations
@@ -64,16 +81,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from willitscale.config import Table, load_toml
+from willitscale.config import FrozenMap, Table, load_toml
 from willitscale.errors import ConfigError
 from willitscale.hardware.model import DTYPES
+from willitscale.hardware.profile import SECTIONS, Provenance
 from willitscale.units import format_bandwidth
 
 __all__ = ["LEVELS", "LinkCalibration", "ComputeCalibration", "Calibration", "load_calibration",
            "inter_node_bandwidth", "device_matches"]
 
 LEVELS = ("intra_node", "inter_node")
-FORMAT = 1
+FORMAT = 2
+FORMATS = (1, 2)  #: formats this willitscale reads
 GB = 1e9
 US = 1e-6
 TFLOP = 1e12
@@ -173,6 +192,9 @@ class Calibration:
     setup: str = ""  #: what was measured, in words (backend, devices, nodes, emulation)
     source: str = ""
     path: str = field(default="", compare=False)  #: the file it was read from, if any
+    provenance: Provenance | None = None  #: format 2: what was measured
+    #: format 2: section name -> entries (willitscale.hardware.profile.SECTIONS)
+    sections: Mapping[str, tuple] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         levels = [link.level for link in self.links]
@@ -184,6 +206,22 @@ class Calibration:
         object.__setattr__(self, "links", tuple(self.links))
         object.__setattr__(self, "compute", tuple(self.compute))
         object.__setattr__(self, "runs", tuple(int(r) for r in self.runs))
+        sections = {}
+        for name, entries in dict(self.sections).items():
+            if name not in SECTIONS:
+                raise ConfigError("calibration section", name, "one of " + ", ".join(SECTIONS))
+            entries = tuple(entries)
+            keys = [e.key for e in entries]
+            if len(set(keys)) != len(keys):
+                raise ConfigError(f"calibration [[{name}]]", keys, "at most one entry per key")
+            sections[name] = entries
+        object.__setattr__(self, "sections", FrozenMap(sections))
+
+    def section(self, name: str) -> tuple:
+        """The entries of one format-2 section (empty when the file has none)."""
+        if name not in SECTIONS:
+            raise ConfigError("calibration section", name, "one of " + ", ".join(SECTIONS))
+        return self.sections.get(name, ())
 
     def __repr__(self) -> str:
         links = ", ".join(f"{c.level} {format_bandwidth(c.bandwidth)} + {c.latency * 1e6:.3g} us"
@@ -249,19 +287,33 @@ class Calibration:
             if c.optimizer_time_per_param is not None:
                 lines.append(f"optimizer_ns_per_param = {_num(c.optimizer_time_per_param / NS)}")
             lines += [f"model = {_q(c.model)}", f"runs = {_ints(c.runs)}"]
+        if self.provenance is not None:
+            lines += ["", *self.provenance.toml_lines()]
+        for entries in self.sections.values():
+            for entry in entries:
+                lines += ["", *entry.toml_lines()]
         return "\n".join(lines) + "\n"
 
     @classmethod
     def from_toml_data(cls, data: Mapping[str, Any], where: str = "calibration") -> Calibration:
         top = Table(data, where)
         version = top.int("format", FORMAT, min=1)
-        if version != FORMAT:
-            raise ConfigError(f"{where}: format", version, f"{FORMAT} (this willitscale's format)")
+        if version not in FORMATS:
+            raise ConfigError(f"{where}: format", version,
+                              " or ".join(map(str, FORMATS)) + " (the formats this willitscale reads)")
         links = tuple(_link_from(t) for t in top.tables("link"))
         compute = tuple(_compute_from(t) for t in top.tables("compute"))
+        provenance, sections = None, {}
+        if version >= 2:
+            if "provenance" in top:
+                provenance = Provenance.from_table(top.table("provenance"))
+            for name, entry in SECTIONS.items():
+                found = tuple(entry.from_table(t) for t in top.tables(name))
+                if found:
+                    sections[name] = found
         cal = cls(links=links, compute=compute, created=top.str("created", ""),
                   runs=tuple(top.list("runs", [])), setup=top.str("setup", ""),
-                  source=top.str("source", ""))
+                  source=top.str("source", ""), provenance=provenance, sections=sections)
         top.done()
         return cal
 

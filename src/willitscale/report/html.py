@@ -140,7 +140,7 @@ def _cards(c: ReportContents) -> str:
     oom = " (if it fit)" if est.memory.fits is False else ""
     items = [(format_time(est.step_time), "step time" + oom),
              (f"{est.tokens_per_s:,.0f}", "tokens/s (whole job)"),
-             (f"{est.mfu:.1%}", "MFU"),
+             (f"{est.mfu:.1%}", f"MFU, PaLM-style ({est.mfu_causal:.1%} causal-adjusted)"),
              (format_time(est.comms), "communication per step"),
              (format_time(est.exposed_comms), f"of it exposed: {percent(exposed_share(est))} of "
                                               "the step"),
@@ -161,7 +161,22 @@ def _breakdown_table(est) -> str:
     rows = [(name, format_time(v), percent(v / est.step_time) if est.step_time else "-")
             for name, v in parts if v > 0]
     rows.append(("step", format_time(est.step_time), "100%"))
-    return _table(("part of the step", "time", "share"), rows, numeric=(1, 2))
+    return _table(("part of the step", "time", "share"), rows, numeric=(1, 2)) + _compute_table(est)
+
+
+def _compute_table(est) -> str:
+    """Compute by op kind (the per-op model), or what timed compute instead."""
+    k = est.compute_kinds
+    if k is None:
+        return f'<p class="muted">Compute: {esc(est.compute_model)} (no split by op kind).</p>'
+    kinds = (("GEMM", k.gemm), ("attention", k.attention), ("memory-bound", k.memory),
+             ("kernel overhead", k.overhead))
+    rows = [(name, format_time(v), percent(v / k.total)) for name, v in kinds]
+    if k.recompute > 0:
+        rows.append(("of it: recomputation", format_time(k.recompute), percent(k.recompute / k.total)))
+    note = ('<p class="muted">Compute by op kind (per-op model, docs/estimate.md): every GEMM, the '
+            "attention kernel, the memory-bound operations and each kernel's fixed cost.</p>")
+    return note + _table(("compute", "time", "share"), rows, numeric=(1, 2))
 
 
 def _scaling_table(c: ReportContents) -> str:

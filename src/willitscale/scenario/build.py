@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from willitscale.compute.efficiency import Efficiency
+from willitscale.compute.options import ComputeOptions
 from willitscale.errors import ConfigError
 from willitscale.fabric.backend import FlowNetwork
 from willitscale.hardware import build_cluster
@@ -128,6 +129,14 @@ def build_options(settings: Mapping[str, Any]) -> ParallelOptions:
         allow_tp_across_nodes=settings.get("allow_tp_across_nodes", True))
 
 
+def build_compute_options(settings: Mapping[str, Any]) -> ComputeOptions:
+    """Kernel choices from settings (defaults: the GPU's attention kernel, fused element-wise
+    kernels, Transformer Engine's delayed FP8 scaling)."""
+    return ComputeOptions(attention_kernel=settings.get("attention_kernel", "auto"),
+                          fusion=settings.get("fusion", "fused"),
+                          fp8_recipe=settings.get("fp8_recipe", "delayed"))
+
+
 def _efficiency(settings: Mapping[str, Any]) -> Efficiency | None:
     if settings.get("hfu") is not None and settings.get("mfu") is not None:
         raise ConfigError("give either --hfu or --mfu, not both: they count different FLOPs")
@@ -190,7 +199,8 @@ def build_scenario(settings: Mapping[str, Any]) -> Scenario:
         dtype=settings.get("dtype", "bf16"), efficiency=_efficiency(settings),
         memory_convention=settings.get("memory_convention", ""), ddp=ddp, data=_data(settings),
         measured=measured, calibration=_calibration(settings), network=_network(settings),
-        options=build_options(settings), defaults_applied=tuple(defaults),
+        options=build_options(settings), compute=build_compute_options(settings),
+        defaults_applied=tuple(defaults),
         memory_fraction=settings.get("memory_fraction", DEFAULT_MEMORY_FRACTION),
         optimizer=settings.get("optimizer", "adamw-fused"),
         cuda_context=settings.get("cuda_context", CUDA_CONTEXT_BYTES),

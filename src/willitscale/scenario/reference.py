@@ -52,6 +52,12 @@ SETTING_DOCS: dict[str, tuple[str, str]] = {
     "overlap_comm": ("true with ZeRO-3, else false", "DeepSpeed zero_optimization.overlap_comm "
                                                       "(a second bucket buffer)"),
     "optimizer": ("adamw-fused", "optimizer whose step is timed and whose state is counted"),
+    "attention_kernel": ("auto", "fused attention kernel: auto (the GPU's own: fa2 on A100, fa3 "
+                                 "on H100/H200, fa4 on B200), fa2, fa3, fa4, cudnn, ck "
+                                 "(docs/estimate.md)"),
+    "fusion": ("fused", "element-wise kernels: fused (Megatron/TE/torch.compile) or eager "
+                        "(PyTorch eager, one kernel per tensor op)"),
+    "fp8_recipe": ("delayed", "with dtype fp8: FP8 scaling recipe: delayed, tensorwise, rowwise"),
     "dp": ("what tp x pp x cp leave", "data-parallel replicas"),
     "tp": ("1", "tensor-parallel degree"),
     "pp": ("1", "pipeline stages"),

@@ -19,6 +19,7 @@ from typing import Any
 
 from willitscale.compute.efficiency import DEFAULT_OVERLAP_SLOWDOWN, Efficiency
 from willitscale.compute.kernels import OPTIMIZER_BYTES
+from willitscale.compute.options import ComputeOptions
 from willitscale.errors import ConfigError, UnknownNameError
 from willitscale.hardware.model import Cluster
 from willitscale.memory.buffers import DeepSpeedOptions
@@ -134,6 +135,7 @@ class Scenario:
     calibration: Any = None  #: a willitscale.hardware.calibration.Calibration, when given
     network: Any = None  #: a willitscale.fabric.FlowNetwork (--network flow); None: the analytic model
     options: ParallelOptions = field(default_factory=ParallelOptions)  #: placement, overlap, attention
+    compute: ComputeOptions = field(default_factory=ComputeOptions)  #: kernels: attention, fusion, FP8
     #: share of HBM a plan may fill (the planner's rule too); the CUDA context, NCCL and the
     #: allocator's reserve are counted (memory.device), so 1 by default
     memory_fraction: float = DEFAULT_MEMORY_FRACTION

@@ -21,7 +21,8 @@ A scenario file (``examples/*.toml``)::
     recompute = "full"
     dtype = "bf16"     # also: memory_convention, memory_fraction, cuda_context,
                        # distribute_saved_activations
-    hfu = 0.5          # or mfu
+    hfu = 0.5          # or mfu (replaces the per-op compute model)
+    # attention_kernel = "auto", fusion = "fused", fp8_recipe = "delayed" (docs/estimate.md)
 
     [parallel]         # dp, tp, pp, cp, ep, zero, fsdp, shard_scope, pp_schedule, virtual_stages,
                        # sequence_parallel, framework, rank_order, tp_comm_overlap, flash_attention
@@ -143,6 +144,9 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "cuda_context": ("training", _size_with_unit),
     "distribute_saved_activations": ("training", _bool),
     "optimizer": ("training", _str),
+    "attention_kernel": ("training", _str),
+    "fusion": ("training", _str),
+    "fp8_recipe": ("training", _str),
     # parallel
     "dp": ("parallel", _int), "tp": ("parallel", _int), "pp": ("parallel", _int),
     "cp": ("parallel", _int), "ep": ("parallel", _int), "zero": ("parallel", _int),

@@ -57,12 +57,14 @@ def _data(ctx, b, st):
 def _flops(ctx, b, st):
     t, s = ctx.terms, ctx.scenario.seq_len
     model_token = 3.0 * (t.layers * t.layer_model_token + t.head_forward_token)
+    causal_token = 3.0 * (t.layers * t.layer_causal_token + t.head_forward_token)
     base = t.recompute_token[0]  # FlashAttention's own rerun; the mode's on its share of layers
     rerun = base + (t.recompute_token[b.recompute] - base) * st.share_model
     executed_token = 3.0 * (t.layers * t.layer_forward_token + t.head_forward_token) + t.layers * rerun
     tokens = (b.global_batch * s).astype(float)
     gpus = b.gpus.astype(float)
-    return tokens * model_token / gpus, tokens * executed_token / gpus, tokens
+    return (tokens * model_token / gpus, tokens * executed_token / gpus, tokens,
+            tokens * causal_token / gpus)
 
 
 def _split_experts(per_step, tail, params, synced, grad_bytes, syncs, bucket_cap) -> None:
@@ -98,9 +100,9 @@ def assemble(ctx, b, st, comp, params, traffic, mem, pipe, bubble, crit, tail, p
     load, overlapped = _data(ctx, b, st)
     data = np.maximum(0.0, load - rest) if overlapped else load
     step = data + rest
-    forward, backward = m * pick(comp[0], crit), m * pick(comp[1], crit)
+    forward, backward = m * pick(comp.forward, crit), m * pick(comp.backward, crit)
     exposed_mp = m * pick(sum(tr.exposed for tr in traffic.values()), crit)
-    model_flops, executed_flops, tokens = _flops(ctx, b, st)
+    model_flops, executed_flops, tokens, causal_flops = _flops(ctx, b, st)
     per_step = {k: {"time": m * pick(traffic[k].time, crit), "exposed": m * pick(traffic[k].exposed, crit),
                     "bytes": m * pick(traffic[k].bytes, crit), "calls": m * pick(traffic[k].calls, crit)}
                 for k in KINDS}
@@ -134,10 +136,13 @@ def assemble(ctx, b, st, comp, params, traffic, mem, pipe, bubble, crit, tail, p
             "micro_batches": m, "load": load}
     if detail:
         info.update(places=places, comp=comp, traffic=traffic, tail=tail, stage_counts=st.counts,
-                    layers=st.layers, params=params)
+                    layers=st.layers, params=params,
+                    compute_kinds={part: {k: m * pick(v, crit) for k, v in kinds.items()}
+                                   for part, kinds in comp.kinds.items()})
     return BatchResult(
         step_time=step, data_loading=data, forward=forward, backward=backward,
         overlap_slowdown=slowdown, exposed_comms=exposed_mp + extras, optimizer=optimizer,
         bubble=bubble, compute=forward + backward, comms=comms, model_flops=model_flops,
-        executed_flops=executed_flops, tokens_per_step=tokens, memory=mem, memory_column=column,
+        executed_flops=executed_flops, causal_model_flops=causal_flops, tokens_per_step=tokens,
+        memory=mem, memory_column=column,
         critical=crit, counts=st.counts, traffic=per_step, detail=info)

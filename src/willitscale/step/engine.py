@@ -21,8 +21,11 @@ its tensor (:mod:`.tensor`), context (:mod:`.context`), expert (:mod:`.expert`) 
 collectives, ZeRO-3 gathers (:mod:`.sharding`) and pipeline sends. With ``tp = pp = cp = ep = 1``
 and ZeRO 0 this is exactly the data-parallel estimate of docs/estimate.md.
 
-Compute per micro-batch: executed FLOPs / (HFU x peak), or model FLOPs / (MFU x peak), split
-into forward and backward in proportion to executed FLOPs.
+Compute per micro-batch: the per-op model (:mod:`willitscale.compute.model`: every GEMM, the
+attention kernel and the memory-bound operations of a layer, the head and the embedding, timed
+from their shapes) when the model's shape and the GPU's curves are known; otherwise (or with
+``--hfu``/``--mfu``) executed FLOPs / (HFU x peak), or model FLOPs / (MFU x peak), split into
+forward and backward in proportion to executed FLOPs.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from willitscale.collectives.lines import cluster_links
-from willitscale.compute.efficiency import resolved_efficiency, roofline_applies
+from willitscale.compute.efficiency import resolved_efficiency
+from willitscale.compute.model import layer_spec
 from willitscale.memory.device import verdict_codes
 from willitscale.memory.frameworks import convention_table, state_bytes_table
 from willitscale.memory.stage import MemorySettings
@@ -58,18 +62,20 @@ class Context:
     terms: object  #: :class:`~willitscale.workload.stages.ModelTerms`
     links: object  #: :class:`~willitscale.collectives.lines.ClusterLinks`
     peak: float
-    efficiency: object  #: :class:`~willitscale.compute.efficiency.Efficiency`
+    efficiency: object  #: a flat :class:`~willitscale.compute.efficiency.Efficiency`, or None (per-op model)
     grad_bytes: int
     convention: str  #: the --memory-convention given ("" = the frameworks' own bytes)
     memory: MemorySettings  #: what the memory model needs beyond the plan
     layer_fixed: float  #: norms + router parameters of one layer (not split by tp)
     expert_share: float  #: expert MLPs' share of a layer's split parameters
-    roofline: bool = False  #: default compute model: GEMMs at e x peak + element-wise at HBM speed
+    spec: object = None  #: :class:`~willitscale.compute.layer.LayerSpec` when the per-op model times compute
     flow: object = None  #: the fabric simulator's all-reduce over the whole cluster (--network flow)
 
 
 def make_context(scenario) -> Context:
-    eff = resolved_efficiency(scenario) if scenario.measured.step_time_one_gpu is None else None
+    spec = per_op_spec(scenario)
+    eff = (resolved_efficiency(scenario, per_op=spec is not None)
+           if scenario.measured.step_time_one_gpu is None else None)
     fixed, share = 0.0, 0.0
     if scenario.model is not None:
         model = scenario.model
@@ -80,7 +86,24 @@ def make_context(scenario) -> Context:
                    grad_bytes=scenario.ddp.grad_bytes,
                    convention=scenario.memory_convention, memory=memory_settings(scenario),
                    layer_fixed=fixed, expert_share=share,
-                   roofline=eff is not None and roofline_applies(scenario), flow=_flow(scenario))
+                   spec=spec, flow=_flow(scenario))
+
+
+def per_op_spec(scenario):
+    """The per-op model's :class:`~willitscale.compute.layer.LayerSpec`, or None when a flat
+    efficiency times compute: one given (``--hfu``/``--mfu``), a measured single-GPU step, a
+    calibration's measured flat efficiency without curves for this GPU, no model shape, or a
+    GPU without compute curves."""
+    if scenario.efficiency is not None or scenario.measured.step_time_one_gpu is not None:
+        return None
+    spec = layer_spec(scenario)
+    cal = scenario.calibration
+    if spec is not None and cal is not None and not spec.curves.measured:
+        entry = cal.compute_for(scenario.dtype)
+        flat = entry.efficiency if entry is not None else cal.compute_efficiency
+        if flat is not None:
+            return None
+    return spec
 
 
 def memory_settings(scenario) -> MemorySettings:
@@ -129,6 +152,8 @@ class BatchResult:
     memory_column: np.ndarray  #: the stage column with the most memory
     critical: np.ndarray  #: the stage column with the longest time per micro-batch
     counts: np.ndarray  #: stages per column (plans, 3)
+    #: per GPU per step, causal attention counted for its unmasked half (causal-adjusted MFU)
+    causal_model_flops: np.ndarray | None = None
     traffic: dict = field(default_factory=dict)  #: kind -> per-step dict of arrays
     detail: dict = field(default_factory=dict)  #: single-plan extras for reports
 
@@ -171,6 +196,13 @@ class BatchResult:
     @property
     def mfu(self) -> np.ndarray:
         return self.model_flops / (self.step_time * self.detail["peak"])
+
+    @property
+    def mfu_causal(self) -> np.ndarray:
+        """MFU with causal attention counted for its unmasked half (the FLOPs a causal kernel
+        needs); :attr:`mfu` is PaLM's convention (attention counted in full)."""
+        flops = self.model_flops if self.causal_model_flops is None else self.causal_model_flops
+        return flops / (self.step_time * self.detail["peak"])
 
     @property
     def hfu(self) -> np.ndarray:

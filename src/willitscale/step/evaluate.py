@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from willitscale.collectives.lines import collective_lines, line_time, pair_time
-from willitscale.compute.kernels import elementwise_bytes
+from willitscale.compute.model import op_costs
 from willitscale.memory.activations import activation_bytes
 from willitscale.memory.device import nccl_bytes
 from willitscale.memory.stage import stage_memory
@@ -28,13 +28,12 @@ from willitscale.step.tail import gradient_tail
 from willitscale.step.tensor import tensor_traffic
 from willitscale.step.traffic import Traffic
 from willitscale.topology.placement import group_placement
-from willitscale.workload.flops import RECOMPUTE
 from willitscale.workload.params import (
     embedding_params_per_tp_rank,
     head_params_per_tp_rank,
     layer_params_per_tp_rank,
 )
-from willitscale.workload.recompute import layer_share, rerun_modules
+from willitscale.workload.recompute import layer_share
 from willitscale.workload.stages import stage_counts, stage_flags, stage_layers
 
 __all__ = ["run"]
@@ -85,8 +84,13 @@ def _params(ctx, b, st):
     return dense, st.layers * expert_layer[:, None], (dense_layer + expert_layer)[:, None]
 
 
-def _compute(ctx, b, st):
-    """Compute seconds per micro-batch per column: (forward, backward, s per executed FLOP)."""
+def _compute(ctx, b, st, detail: bool = False):
+    """Compute seconds per micro-batch: ``forward``, ``backward`` (incl. recomputation) per
+    column (plans, 3); per layer (plans,): the QKV, first-MLP and LM-head weight-gradient GEMMs
+    (what TP's backward all-reduces hide behind) and the attention core's forward (what ring
+    attention hides behind); ``kinds``: the per-op model's split by kind (detail only)."""
+    if ctx.spec is not None:
+        return _per_op(ctx, b, st, detail)
     t = ctx.terms
     per_gpu = (st.tokens / b.tp)[:, None]
     fwd = (st.layers * t.layer_forward_token + st.head * t.head_forward_token) * per_gpu
@@ -103,26 +107,38 @@ def _compute(ctx, b, st):
     else:
         seconds = executed / (ctx.efficiency.value * ctx.peak)
     forward = seconds * fwd / executed
-    backward = seconds - forward
-    gemm = seconds / executed  # seconds per matmul FLOP (before the element-wise passes)
-    if ctx.roofline:
-        model = ctx.scenario.model
-        f_bytes, b_bytes = elementwise_bytes(
-            hidden=model.hidden, heads=model.heads, seq_len=ctx.scenario.seq_len, tp=b.tp,
-            sequence_parallel=b.sequence_parallel, flash=ctx.scenario.options.flash_attention,
-            recompute=_elementwise_mode(b))
-        rate = st.tokens[:, None] * st.layers / ctx.scenario.cluster.gpu.memory_bandwidth
-        forward = forward + rate * f_bytes[:, None]
-        backward = backward + rate * b_bytes[:, None]
-    return forward, backward, (forward + backward) / executed, gemm
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_flop = np.where(executed > 0, seconds / executed, 0.0)[:, 0]
+    tokens = st.tokens / b.tp
+    return SimpleNamespace(
+        forward=forward, backward=seconds - forward, wgrad_qkv=t.qkv_token * tokens * per_flop,
+        wgrad_fc1=t.fc1_token * tokens * per_flop, wgrad_head=t.head_forward_token * tokens * per_flop,
+        attention=t.attention_core_token * tokens * per_flop, kinds={}, ops=())
 
 
-def _elementwise_mode(b):
-    """The rerun set as compute.kernels.elementwise_bytes reads it: 2 the whole layer, 1 the
-    attention core (core_attn in the set), 0 nothing it counts (norms, MLP: their element-wise
-    passes are left out; a share of layers is counted as all of them)."""
-    core = np.array(["core_attn" in (rerun_modules(r) or {"core_attn"}) for r in RECOMPUTE])
-    return np.where(b.recompute == 2, 2, np.where(core[b.recompute], 1, 0))
+def _per_op(ctx, b, st, detail: bool):
+    """The per-op model (:mod:`willitscale.compute.model`) per column."""
+    c = op_costs(ctx.spec, b, detail=detail)
+    col = lambda x: np.asarray(x)[:, None]  # noqa: E731
+    forward = st.layers * col(c.layer_fwd) + st.head * col(c.head_fwd) + st.emb * col(c.emb_fwd)
+    # the mode's rerun set on its share of the layers (FlashAttention's own rerun of Q K^T is
+    # inside the attention kernel's backward)
+    backward = (st.layers * (col(c.layer_bwd) + col(c.layer_recompute) * st.share)
+                + st.head * col(c.head_bwd) + st.emb * col(c.emb_bwd))
+    kinds = {}
+    if detail:
+        k = c.kinds
+        kinds = {"forward": {n: st.layers * col(k["layer_fwd"][n]) + st.head * col(k["head_fwd"][n])
+                             + st.emb * col(k["emb_fwd"][n]) for n in k["layer_fwd"]},
+                 "backward": {n: st.layers * (col(k["layer_bwd"][n])
+                                              + col(k["layer_recompute"][n]) * st.share)
+                              + st.head * col(k["head_bwd"][n]) + st.emb * col(k["emb_bwd"][n])
+                              for n in k["layer_bwd"]},
+                 "recompute": {n: st.layers * col(k["layer_recompute"][n]) * st.share
+                               for n in k["layer_bwd"]}}
+    return SimpleNamespace(forward=forward, backward=backward, wgrad_qkv=c.wgrad_qkv,
+                           wgrad_fc1=c.wgrad_fc1, wgrad_head=c.wgrad_head,
+                           attention=c.attention_fwd, kinds=kinds, ops=c.ops)
 
 
 def _places(ctx, b):
@@ -158,22 +174,20 @@ def _lines(ctx, b, places):
 
 
 def _traffic(ctx, b, st, comp, params, places, L):
-    t, fwd_c, bwd_c, spf = ctx.terms, comp[0], comp[1], comp[2]
+    t, fwd_c, bwd_c = ctx.terms, comp.forward, comp.backward
     full = (b.recompute == 2) * st.share_model  # recomputed forwards rerun their collectives
     element = activation_bytes(ctx.scenario.dtype)
-    per_rank = (st.tokens / b.tp)[:, None] * comp[3]  # seconds per FLOP-per-token of one GEMM
     out = {"tp": tensor_traffic(
         tokens=st.tokens, hidden=t.hidden, layers=st.layers, emb=st.emb, head=st.head,
         full_recompute=full, sequence_parallel=b.sequence_parallel, lines_ar=L["tp_all_reduce"],
         lines_rs=L["tp_reduce_scatter"], lines_ag=L["tp_all_gather"], fwd_compute=fwd_c,
         bwd_compute=bwd_c, overlap=ctx.scenario.options.tp_comm_overlap, element=element,
-        wgrad_qkv=t.qkv_token * per_rank, wgrad_fc1=t.fc1_token * per_rank,
-        wgrad_head=t.head_forward_token * per_rank)}
+        wgrad_qkv=np.asarray(comp.wgrad_qkv)[:, None], wgrad_fc1=np.asarray(comp.wgrad_fc1)[:, None],
+        wgrad_head=np.asarray(comp.wgrad_head)[:, None], tp=b.tp)}
     block = kv_block_bytes(micro_batch=b.micro_batch, seq_len=ctx.scenario.seq_len, cp=b.cp, tp=b.tp,
                            kv_heads=t.kv_heads, head_dim=t.head_dim, element=element)
-    attention = t.attention_core_token * st.tokens / b.tp * spf[:, 0]
     out["cp"] = context_traffic(block_bytes=block, cp=b.cp, layers=st.layers, full_recompute=full,
-                                lines_p2p=L["cp"], attention_seconds=attention)
+                                lines_p2p=L["cp"], attention_seconds=comp.attention)
     out["ep"] = expert_traffic(tokens=st.tokens, tp=b.tp, top_k=max(t.top_k, 1), hidden=t.hidden,
                                layers=st.layers, full_recompute=full, lines_a2a=L["ep"],
                                element=element)
@@ -203,11 +217,11 @@ def run(ctx, b, *, detail: bool = False, memory_only: bool = False) -> BatchResu
     mem = _memory(ctx, b, st, params, places)
     if memory_only:
         return _memory_result(ctx, b, st, mem)
-    comp = _compute(ctx, b, st)
+    comp = _compute(ctx, b, st, detail)
     L = _lines(ctx, b, places)
     traffic = _traffic(ctx, b, st, comp, params, places, L)
-    fwd_k = comp[0] + sum(tr.fwd_exposed for tr in traffic.values())
-    bwd_k = comp[1] + sum(tr.bwd_exposed for tr in traffic.values())
+    fwd_k = comp.forward + sum(tr.fwd_exposed for tr in traffic.values())
+    bwd_k = comp.backward + sum(tr.bwd_exposed for tr in traffic.values())
     pipe, bubble, crit = pipeline_time(fwd_k + bwd_k, st.counts, st.m, b.virtual_stages, b.interleaved)
 
     tail = gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, detail=detail)

@@ -47,6 +47,9 @@ class ModelTerms:
     layer_forward_token: float  #: FLOPs per token, one layer forward, as executed (time)
     #: FLOPs per token, one layer forward, attention scores counted in full (PaLM/Megatron: MFU)
     layer_model_token: float
+    #: FLOPs per token, one layer forward, causal attention counted for its unmasked half (the
+    #: causal-adjusted MFU)
+    layer_causal_token: float = 0.0
     head_forward_token: float  #: FLOPs per token, LM head forward
     recompute_token: np.ndarray  #: FLOPs per token per layer recomputed, by mode (none, selective, full)
     attention_core_token: float  #: Q K^T and A V forward FLOPs per token per layer, executed
@@ -73,7 +76,7 @@ def model_terms(scenario) -> ModelTerms:
         p = float(scenario.params)
         # --params: one "layer" of 2P forward FLOPs per token; full recomputation adds 2P (8PD)
         return ModelTerms(layers=1, hidden=0, has_shape=False, layer_forward_token=2.0 * p,
-                          layer_model_token=2.0 * p,
+                          layer_model_token=2.0 * p, layer_causal_token=2.0 * p,
                           head_forward_token=0.0, recompute_token=np.array([0.0, 0.0, 2.0 * p]),
                           attention_core_token=0.0, kv_dim=0, kv_heads=1, head_dim=0, tied=False,
                           moe=False, experts=0, top_k=0, token_embedding=0.0, total_params=p)
@@ -89,11 +92,13 @@ def model_terms(scenario) -> ModelTerms:
            for m in RECOMPUTE]
     flops = training_flops(model, s, causal=causal, flash_attention=flash)
     full = training_flops(model, s, flash_attention=flash)
+    half = training_flops(model, s, causal=True, flash_attention=flash)
     counts = param_count(model)
     return ModelTerms(
         layers=model.layers, hidden=model.hidden, has_shape=True,
         layer_forward_token=float(flops.layer_forward_per_token),
         layer_model_token=float(full.layer_forward_per_token),
+        layer_causal_token=float(half.layer_forward_per_token),
         head_forward_token=float(flops.lm_head_forward_per_token),
         recompute_token=np.array(rec), attention_core_token=float(flops.layer_forward.attention_core),
         qkv_token=float(flops.layer_forward.qkv),

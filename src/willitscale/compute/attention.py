@@ -1,0 +1,64 @@
+"""Attention as the kernel that runs it: fused (FlashAttention-class) or unfused.
+
+**Fused** (FlashAttention 2/3/4, cuDNN, CK): per layer and micro-batch on one GPU, the forward
+executes ``4 T keys q_dim / tp`` FLOPs (``T`` tokens, ``keys`` the keys each query sees: with a
+causal mask the kernel skips the masked blocks, so ``(s + 1) / 2`` on average), the backward
+2.5 times that (FlashAttention's convention: the backward recomputes ``Q K^T``; Dao 2023,
+FlashAttention-2 section 3.1, and the benchmarks of Dao-AILab/flash-attention). Each pass runs at
+``peak x efficiency x s / (s + seq_half)`` of the kernel's curve for the pass, the mask and the
+nearest head dimension (:class:`~willitscale.hardware.profile.AttentionCurve`), at the sequence
+length one kernel call sees: ``s`` without context parallelism; with it (ring attention) each
+call is one ``s / cp`` block against another, mostly unmasked, so the non-causal curve at
+``s / cp`` (a named approximation). Plus a kernel's fixed cost per call (one forward, one
+backward).
+
+**Unfused** (``--no-flash-attention``, Megatron-LM before FlashAttention): batched GEMMs
+``Q K^T`` (``s x s`` per head, ``K = head_dim``) and ``A V``, every score computed (no block is
+skipped), with their backward GEMMs (two each), and the scale-mask-softmax and dropout over the
+``heads x s x s`` scores as memory-bound work (:mod:`willitscale.compute.ops`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from willitscale.compute.gemm import gemm_time
+
+__all__ = ["fused_attention", "unfused_attention_gemms", "BACKWARD_FACTOR"]
+
+#: FlashAttention's backward FLOPs over its forward's (the benchmarks' convention)
+BACKWARD_FACTOR = 2.5
+
+
+def fused_attention(*, tokens, keys, q_dim_per_gpu, seq_len: int, cp, curves, kernel: str,
+                    causal: bool, head_dim: int, peak: float):
+    """``(forward, backward, forward FLOPs)`` seconds of one layer's fused attention per
+    micro-batch (arrays over plans: ``tokens`` on this GPU, ``cp``, ``q_dim_per_gpu``)."""
+    cp = np.asarray(cp, dtype=float)
+    flops = 4.0 * np.asarray(tokens, dtype=float) * keys * q_dim_per_gpu
+    ring = cp > 1
+    seq = np.where(ring, seq_len / cp, float(seq_len))
+    overhead = curves.memory.kernel_overhead
+    out = []
+    for direction, factor in (("forward", 1.0), ("backward", BACKWARD_FACTOR)):
+        rates = []
+        for masked in (causal, False):
+            c = curves.attention_for(kernel, direction, masked, head_dim)
+            rates.append(peak * c.efficiency * seq / (seq + c.seq_half))
+        rate = np.where(ring, rates[1], rates[0])
+        out.append(np.where(flops > 0, factor * flops / rate + overhead, 0.0))
+    return out[0], out[1], flops
+
+
+def unfused_attention_gemms(*, micro_batch, seq_len: int, keys: float, cp, heads_per_gpu,
+                            head_dim: int, gemm, bandwidth: float):
+    """``(forward, backward)`` seconds of the batched ``Q K^T`` and ``A V`` GEMMs of one layer
+    per micro-batch: ``b x heads`` products of ``(s_q x d) @ (d x s_k)`` and
+    ``(s_q x s_k) @ (s_k x d)``; the backward runs two GEMMs per forward GEMM."""
+    sq = seq_len / np.asarray(cp, dtype=float)
+    batch = np.asarray(micro_batch, dtype=float) * heads_per_gpu
+    sk, d = keys, head_dim
+    t = lambda m, n, k: gemm_time(m, n, k, gemm, bandwidth, batch=batch)  # noqa: E731
+    forward = t(sq, sk, d) + t(sq, d, sk)
+    backward = t(sq, d, sk) + t(sk, d, sq) + t(sq, sk, d) + t(sk, d, sq)
+    return forward, backward

@@ -1,0 +1,242 @@
+"""One transformer layer, the LM head and the embedding as operations, each timed on a GPU.
+
+Per micro-batch on one GPU of a plan with tensor parallelism ``t``, context parallelism ``c``
+and ``T = b s / c`` tokens, the operations and their shapes (``h`` hidden, ``q``/``kv`` the
+query/key-value widths, ``f`` the MLP width, ``V`` the vocabulary):
+
+======================  ==========================================  ===========  ==========
+operation               forward shape (GEMM: M x K @ K x N)         kind         module
+======================  ==========================================  ===========  ==========
+input norm              T x h elements (T/t with sequence parallel)  memory       attention
+QKV                     T x h @ h x (q + 2 kv) / t                   gemm         attention
+rotary (RoPE models)    T x (q + kv) / t elements                    memory       attention
+attention core          fused kernel, or batched Q K^T and A V       attention    core
+output projection       T x q/t @ q/t x h                            gemm         attention
+bias-dropout-residual   T x h (T/t with sequence parallel)           memory       attention
+post-attention norm     as the input norm                            memory       mlp
+MLP up (+ gate)         T x h @ h x f (2f gated) / t                 gemm         mlp
+activation              T x f / t                                    memory       mlp
+MLP down                T x f/t @ f/t x h                            gemm         mlp
+bias-dropout-residual   as above                                     memory       mlp
+======================  ==========================================  ===========  ==========
+
+A mixture of experts runs its router (``T x h @ h x E``) and, per local expert (``E / ep`` of
+them), the MLP GEMMs on ``T top_k ep / E`` tokens. The LM head is a ``T x h @ h x V/t`` GEMM
+after a final norm, then the cross-entropy over ``V/t`` logits per token; the embedding a
+gather. Each GEMM's backward is two GEMMs: the input gradient ``M x N @ N x K`` and the weight
+gradient ``K x M @ M x N`` (reducing over the tokens). Times come from
+:mod:`willitscale.compute.gemm`, :mod:`willitscale.compute.attention` and the byte counts of
+:mod:`willitscale.compute.ops`; each kernel's fixed cost is kept apart as ``overhead``.
+
+With ``--dtype fp8`` the linear layers' GEMMs (QKV, projection, MLP) run on the FP8 curve with
+one-byte inputs and their operands are cast (:func:`~willitscale.compute.ops.fp8_cast_bytes`:
+activations and weights forward, output gradients backward); attention, the norms, everything
+memory-bound and the LM head stay in bf16, as Transformer Engine runs them by default
+(``fp8_dpa = False``) and torchao leaves the output layer out.
+
+Recomputation reruns the forward of a set of operations (:func:`rerun_ops`): the attention
+core for ``selective`` (Korthikanti et al. 2022, section 4.2), the operations of the named
+Megatron-Core modules for ``modules:...`` (:data:`MODULE_OPS`), every operation for ``full``;
+the share of layers a mode covers (``layers:N``, ``every:K``) scales it in the step engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from willitscale.compute.attention import fused_attention, unfused_attention_gemms
+from willitscale.compute.gemm import gemm_time
+from willitscale.compute.ops import fp8_cast_bytes, mem_op
+from willitscale.workload.recompute import rerun_modules
+
+__all__ = ["LayerSpec", "OpTime", "layer_ops", "head_ops", "embedding_ops", "MODULE_OPS", "rerun_ops",
+           "KINDS"]
+
+#: the kinds compute time is reported by
+KINDS = ("gemm", "attention", "memory", "overhead")
+#: the operations (``layer_ops`` names) each Megatron-Core recompute module reruns
+#: (:data:`willitscale.workload.recompute.MODULES`): the attention core, the two norms, the dense
+#: MLP with its FP8 casts
+MODULE_OPS = {"core_attn": ("attention core",),
+              "layernorm": ("input norm", "post-attention norm"),
+              "mlp": ("MLP up", "MLP up fp8 casts", "activation", "MLP down", "MLP down fp8 casts")}
+
+
+def rerun_ops(rerun: str) -> tuple[str, ...] | None:
+    """The operation names rerun set ``rerun`` reruns (None: every operation of the layer)."""
+    modules = rerun_modules(rerun)
+    if modules is None:
+        return None
+    return tuple(name for module in sorted(modules) for name in MODULE_OPS[module])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerSpec:
+    """What the per-op model needs of a scenario (shared by all its plans)."""
+
+    hidden: int
+    q_dim: int
+    kv_dim: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    gated: bool
+    rms: bool
+    rope: bool
+    dropout: bool
+    experts: int
+    top_k: int
+    vocab: int
+    seq_len: int
+    keys_causal: float  #: keys each query sees with a causal mask (average)
+    keys_full: float  #: keys each query sees (scores computed by unfused attention)
+    dtype: str  #: compute dtype of the linear layers (bf16, fp16, fp8)
+    fusion: str
+    fp8_recipe: str
+    fp8_transpose: bool  #: FP8 operands need a transposed copy (Hopper, not Blackwell)
+    flash: bool
+    kernel: str  #: the fused attention kernel (when flash)
+    curves: object  #: :class:`~willitscale.compute.curves.GpuCurves`
+    peak: float  #: FLOP/s of the linear layers' dtype (the GEMM curve's peak)
+    attention_peak: float  #: bf16 peak: attention runs in bf16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpTime:
+    """Seconds of one operation per micro-batch on one GPU (arrays over plans)."""
+
+    name: str
+    kind: str  #: gemm, attention, memory
+    fwd: np.ndarray
+    bwd: np.ndarray
+    fwd_fixed: np.ndarray  #: kernel fixed costs inside ``fwd`` (reported as overhead)
+    bwd_fixed: np.ndarray
+    flops: np.ndarray | float = 0.0  #: forward FLOPs (attention core: executed)
+    wgrad: np.ndarray | float = 0.0  #: the weight-gradient GEMM's share of ``bwd`` (GEMMs)
+
+
+def _gemm_op(spec: LayerSpec, name: str, m, k, n, *, calls=1.0, fp8: bool) -> OpTime:
+    """A linear layer's GEMM: forward, input gradient and weight gradient."""
+    curve = spec.curves.gemm_for(spec.dtype if fp8 else ("bf16" if spec.dtype == "fp8" else spec.dtype))
+    bw = spec.curves.memory.bandwidth
+    ib = 1.0 if (fp8 and spec.dtype == "fp8") else 2.0
+    g = lambda a, b, c: gemm_time(a, b, c, curve, bw, in_bytes=ib) * calls  # noqa: E731
+    fwd, dgrad, wgrad = g(m, n, k), g(m, k, n), g(k, n, m)
+    fixed = curve.kernel_overhead * calls * np.ones_like(np.asarray(fwd, dtype=float))
+    return OpTime(name=name, kind="gemm", fwd=fwd, bwd=dgrad + wgrad, fwd_fixed=fixed,
+                  bwd_fixed=2.0 * fixed, flops=2.0 * np.asarray(m, dtype=float) * k * n * calls,
+                  wgrad=wgrad)
+
+
+def _cast_op(spec: LayerSpec, name: str, m, k, n, *, calls=1.0, weight_share=1.0) -> OpTime:
+    """FP8 casts of one GEMM's operands: activations (M x K) and weights (K x N) forward,
+    output gradients (M x N) backward. Weights are cast once per optimizer step, not per
+    micro-batch (``weight_share`` = 1 / micro-batches): Transformer Engine caches its FP8
+    weights after the first micro-batch (``is_first_microbatch``), torchao casts them before
+    FSDP's all-gather."""
+    per, again = fp8_cast_bytes(spec.fp8_recipe, transpose=spec.fp8_transpose)
+    mem = spec.curves.memory
+    x, w, dy = (np.asarray(a, dtype=float) * b * calls for a, b in ((m, k), (k, n), (m, n)))
+    w = w * weight_share
+    fwd_bytes = per * (x + w)
+    bwd_bytes = per * dy + again * (x + w + dy)
+    kernels = 2.0 * calls
+    fixed = mem.kernel_overhead * kernels * np.ones_like(fwd_bytes)
+    return OpTime(name=name, kind="memory", fwd=fwd_bytes / mem.bandwidth + fixed,
+                  bwd=bwd_bytes / mem.bandwidth + fixed, fwd_fixed=fixed, bwd_fixed=fixed)
+
+
+def _mem(spec: LayerSpec, name: str, op_name: str, elements) -> OpTime:
+    op = mem_op(op_name, spec.fusion, rms=spec.rms, dropout=spec.dropout)
+    mem = spec.curves.memory
+    e = np.asarray(elements, dtype=float)
+    ff, bf = op.fwd_kernels * mem.kernel_overhead, op.bwd_kernels * mem.kernel_overhead
+    ones = np.ones_like(e)
+    return OpTime(name=name, kind="memory", fwd=op.fwd_bytes * e / mem.bandwidth + ff,
+                  bwd=op.bwd_bytes * e / mem.bandwidth + bf, fwd_fixed=ff * ones,
+                  bwd_fixed=bf * ones)
+
+
+def _linear(spec, name, m, k, n, *, calls=1.0, weight_share=1.0) -> list[OpTime]:
+    ops = [_gemm_op(spec, name, m, k, n, calls=calls, fp8=True)]
+    if spec.dtype == "fp8":
+        ops.append(_cast_op(spec, f"{name} fp8 casts", m, k, n, calls=calls,
+                            weight_share=weight_share))
+    return ops
+
+
+def _attention_core(spec: LayerSpec, tokens, tp, cp, micro_batch) -> list[OpTime]:
+    heads = np.maximum(spec.heads / tp, 1.0)
+    if spec.flash:
+        fwd, bwd, flops = fused_attention(
+            tokens=tokens, keys=spec.keys_causal, q_dim_per_gpu=heads * spec.head_dim,
+            seq_len=spec.seq_len, cp=cp, curves=spec.curves, kernel=spec.kernel, causal=True,
+            head_dim=spec.head_dim, peak=spec.attention_peak)
+        fixed = spec.curves.memory.kernel_overhead * np.ones_like(fwd)
+        return [OpTime(name="attention core", kind="attention", fwd=fwd, bwd=bwd, fwd_fixed=fixed,
+                       bwd_fixed=fixed, flops=flops)]
+    curve = spec.curves.gemm_for("bf16" if spec.dtype == "fp8" else spec.dtype)
+    fwd, bwd = unfused_attention_gemms(micro_batch=micro_batch, seq_len=spec.seq_len,
+                                       keys=spec.keys_full, cp=cp, heads_per_gpu=heads,
+                                       head_dim=spec.head_dim, gemm=curve,
+                                       bandwidth=spec.curves.memory.bandwidth)
+    fixed = curve.kernel_overhead * np.ones_like(fwd)
+    gemms = OpTime(name="attention core", kind="attention", fwd=fwd, bwd=bwd,
+                   fwd_fixed=2.0 * fixed, bwd_fixed=4.0 * fixed,
+                   flops=4.0 * tokens * spec.keys_full * heads * spec.head_dim)
+    scores = _mem(spec, "attention core", "scores", tokens * heads * spec.keys_full)
+    return [gemms, scores]
+
+
+def layer_ops(spec: LayerSpec, *, tokens, tp, cp, sequence_parallel, ep, micro_batch,
+              micro_batches=1.0) -> list[OpTime]:
+    """The operations of one layer per micro-batch (arrays over plans; ``micro_batches`` per
+    optimizer step share the FP8 weight casts)."""
+    ws = 1.0 / np.asarray(micro_batches, dtype=float)
+    t = np.asarray(tp, dtype=float)
+    T = np.asarray(tokens, dtype=float)
+    h, q, f = spec.hidden, spec.q_dim, spec.ffn
+    kv = np.maximum(spec.kv_dim / t, spec.head_dim)  # a KV head is replicated below 1 per rank
+    norm_tokens = np.where(np.asarray(sequence_parallel, dtype=bool), T / t, T)
+    ops = [_mem(spec, "input norm", "norm", norm_tokens * h)]
+    ops += _linear(spec, "QKV", T, h, q / t + 2.0 * kv, weight_share=ws)
+    if spec.rope:
+        ops.append(_mem(spec, "rotary", "rotary", T * (q / t + kv)))
+    ops += _attention_core(spec, T, t, cp, micro_batch)
+    ops += _linear(spec, "attention output", T, q / t, h, weight_share=ws)
+    ops.append(_mem(spec, "attention residual", "residual", norm_tokens * h))
+    ops.append(_mem(spec, "post-attention norm", "norm", norm_tokens * h))
+    up = (2.0 if spec.gated else 1.0) * f / t
+    if spec.experts:
+        e = np.asarray(ep, dtype=float)
+        local = spec.experts / e
+        per_expert = T * spec.top_k / local
+        ops += _linear(spec, "router", T, h, float(spec.experts), weight_share=ws)
+        ops += _linear(spec, "MLP up", per_expert, h, up, calls=local, weight_share=ws)
+        ops.append(_mem(spec, "activation", "swiglu" if spec.gated else "gelu", T * spec.top_k * f / t))
+        ops += _linear(spec, "MLP down", per_expert, f / t, h, calls=local, weight_share=ws)
+    else:
+        ops += _linear(spec, "MLP up", T, h, up, weight_share=ws)
+        ops.append(_mem(spec, "activation", "swiglu" if spec.gated else "gelu", T * f / t))
+        ops += _linear(spec, "MLP down", T, f / t, h, weight_share=ws)
+    ops.append(_mem(spec, "MLP residual", "residual", norm_tokens * h))
+    return ops
+
+
+def head_ops(spec: LayerSpec, *, tokens, tp, sequence_parallel) -> list[OpTime]:
+    """The final norm, the LM head GEMM (bf16) and the cross-entropy, per micro-batch."""
+    t = np.asarray(tp, dtype=float)
+    T = np.asarray(tokens, dtype=float)
+    norm_tokens = np.where(np.asarray(sequence_parallel, dtype=bool), T / t, T)
+    return [_mem(spec, "final norm", "norm", norm_tokens * spec.hidden),
+            _gemm_op(spec, "LM head", T, spec.hidden, spec.vocab / t, fp8=False),
+            _mem(spec, "cross-entropy", "cross_entropy", T * spec.vocab / t)]
+
+
+def embedding_ops(spec: LayerSpec, *, tokens, tp, sequence_parallel) -> list[OpTime]:
+    """The token embedding's gather and its gradient's scatter-add, per micro-batch."""
+    T = np.asarray(tokens, dtype=float)
+    return [_mem(spec, "embedding", "embedding", T * spec.hidden)]
