@@ -79,10 +79,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
-from willitscale.config import Table, load_toml
+from willitscale.config import FrozenMap, Table, load_toml
 from willitscale.errors import ConfigError
 from willitscale.hardware.model import DTYPES
 from willitscale.hardware.profile import SECTIONS, Provenance
@@ -216,7 +215,7 @@ class Calibration:
             if len(set(keys)) != len(keys):
                 raise ConfigError(f"calibration [[{name}]]", keys, "at most one entry per key")
             sections[name] = entries
-        object.__setattr__(self, "sections", MappingProxyType(sections))
+        object.__setattr__(self, "sections", FrozenMap(sections))
 
     def section(self, name: str) -> tuple:
         """The entries of one format-2 section (empty when the file has none)."""

@@ -19,9 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.resources import files
-from types import MappingProxyType
 
-from willitscale.config import Table
+from willitscale.config import FrozenMap, Table
 from willitscale.errors import ConfigError
 from willitscale.validation.published.split import SIDES, side_by_rule
 
@@ -80,9 +79,9 @@ class PublishedRun:
         if (self.settings is None) == (not self.not_expressible):
             raise ConfigError(f"{where}: give settings or not_expressible, exactly one")
         for name in ("shape", "extra"):
-            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+            object.__setattr__(self, name, FrozenMap(dict(getattr(self, name))))
         if self.settings is not None:
-            object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
+            object.__setattr__(self, "settings", FrozenMap(dict(self.settings)))
 
     @property
     def calibrated_on(self) -> bool:
