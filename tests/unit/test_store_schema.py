@@ -27,8 +27,14 @@ from willitscale.results.store import Store
 FIXTURE = Path(__file__).parents[1] / "data" / "store-69473e3" / "results.sqlite"
 
 
+def _readonly(path: Path) -> sqlite3.Connection:
+    """The committed fixture opened without writing next to it: a WAL-mode database opened
+    even read-only creates -shm/-wal files, unless SQLite is told the file never changes."""
+    return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+
+
 def _raw(path: Path, sql: str) -> list[tuple]:
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db = _readonly(path)
     try:
         return db.execute(sql).fetchall()
     finally:
@@ -122,7 +128,7 @@ def fixture_home(tmp_path):
 
 
 def test_the_store_of_69473e3_is_migrated_and_read(fixture_home, cli):
-    assert stored_version(sqlite3.connect(FIXTURE)) == 1
+    assert stored_version(_readonly(FIXTURE)) == 1
     raw = _raw(FIXTURE, "SELECT run_id, seq, data FROM rows ORDER BY run_id, seq")
     code, out, err = cli("results", "list", "--json")
     assert code == 0, err

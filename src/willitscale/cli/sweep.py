@@ -21,8 +21,8 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser(
         "sweep", help=HELP, description=DESCRIPTION, epilog=examples(
-            "willitscale sweep examples/sweep_fabric.toml --out fabric.csv",
-            "willitscale sweep examples/sweep_fabric.toml --seeds 1-10 --workers 2 --out fabric.parquet",
+            "willitscale sweep examples/sweeps/fabric.toml --out fabric.csv",
+            "willitscale sweep examples/sweeps/fabric.toml --seeds 1-10 --workers 2 --out fabric.parquet",
             "willitscale sweep grid.toml --ray 10.0.0.1:6379 --out grid.parquet"))
     p.add_argument("grid", help="the grid file (TOML): kind, [fixed], [grid], [[points]], seeds")
     p.add_argument("--out", required=True, help="output file: .csv, or .parquet (the optional 'parquet' extra)")

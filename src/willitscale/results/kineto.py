@@ -215,15 +215,23 @@ def _kind(e: _Event, optimizer: dict[object, tuple[list[float], list[float]]]) -
     return "gemm" if _GEMM.search(e.name) else "elementwise"
 
 
+#: seconds: events that touch within this are back to back, not nested (a trace's microsecond
+#: timestamps, summed from a step's offset and a span's start, differ in their last bits)
+NEST_TOLERANCE = 1e-9
+
+
 def _self_times(events: Sequence[_Event]) -> list[float]:
-    """Each event's duration minus its children's (events nested in it on its thread)."""
+    """Each event's duration minus its children's (events nested in it on its thread: starting
+    inside it and ending inside it)."""
     order = sorted(range(len(events)), key=lambda i: (str(events[i].tid), events[i].start,
                                                       -events[i].end))
     own = [e.end - e.start for e in events]
     stack: list[int] = []
     for i in order:
         e = events[i]
-        while stack and (str(events[stack[-1]].tid) != str(e.tid) or events[stack[-1]].end <= e.start):
+        while stack and (str(events[stack[-1]].tid) != str(e.tid)
+                         or events[stack[-1]].end <= e.start + NEST_TOLERANCE
+                         or e.end > events[stack[-1]].end + NEST_TOLERANCE):
             stack.pop()
         if stack:
             own[stack[-1]] -= e.end - e.start
