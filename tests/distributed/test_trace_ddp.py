@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from willitscale.cli.main import main
-from willitscale.results.kineto import read_trace
+from willitscale.results.importers.kineto import read_trace
 
 pytestmark = pytest.mark.distributed
 

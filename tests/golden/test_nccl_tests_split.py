@@ -7,7 +7,12 @@ a row in or out) without the test failing.
 
 from __future__ import annotations
 
-from willitscale.validation.nccl_tests import derive_split, is_unstable, load_sweeps, rows
+from willitscale.validation.nccl_tests import (
+    derive_split,
+    is_unstable,
+    load_sweeps,
+    rows,
+)
 
 
 def test_every_sweep_sits_on_the_side_its_rule_gives():

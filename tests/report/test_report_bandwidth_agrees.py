@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from willitscale.estimation.estimate import estimate
-from willitscale.estimation.levers import BANDWIDTH_RTOL, EXPOSED_SHARE_LIMIT
+from willitscale.estimation.verdict.levers import BANDWIDTH_RTOL, EXPOSED_SHARE_LIMIT
 from willitscale.plan.requirements import link_requirement, scaled_link
 from willitscale.scenario.build import build_scenario
 

@@ -7,7 +7,10 @@ import json
 
 import pytest
 
-from willitscale.calibrate.collective_curves import collective_curves, fit_latency_bandwidth
+from willitscale.calibrate.collective_curves import (
+    collective_curves,
+    fit_latency_bandwidth,
+)
 from willitscale.calibrate.runs import MeasuredRun, run_from_environment
 from willitscale.collectives.ops import Op
 from willitscale.errors import ConfigError

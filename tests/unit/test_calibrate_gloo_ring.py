@@ -14,7 +14,11 @@ import pytest
 from willitscale.calibrate.runs import MeasuredRun
 from willitscale.calibrate.scenario import train_step_estimate
 from willitscale.calibrate.validate import compare
-from willitscale.hardware.calibration import Calibration, ComputeCalibration, LinkCalibration
+from willitscale.hardware.calibration import (
+    Calibration,
+    ComputeCalibration,
+    LinkCalibration,
+)
 from willitscale.results.records import TrainRow
 
 INTER = LinkCalibration(level="inter_node", bandwidth=23.4e6, latency=0.0, backend="gloo", ranks=2,

@@ -11,7 +11,12 @@ from willitscale.hardware.calibration import (
     LinkCalibration,
     load_calibration,
 )
-from willitscale.hardware.profile import AttentionCurve, GemmCurve, MemoryCurve, Provenance
+from willitscale.hardware.profile import (
+    AttentionCurve,
+    GemmCurve,
+    MemoryCurve,
+    Provenance,
+)
 
 
 def _cal() -> Calibration:

@@ -108,8 +108,8 @@ def test_tp_overlap_hides_all_but_one_chunk():
 
 
 def test_the_html_report_splits_compute_by_op_kind():
-    from willitscale.report.verdict import percent
     from willitscale.report.html import _compute_table
+    from willitscale.report.verdict import percent
 
     est = estimate(build_scenario(LLAMA))
     table = _compute_table(est)

@@ -17,7 +17,12 @@ from pathlib import Path
 import pytest
 
 import willitscale as wis
-from willitscale.bench.discover import closest_node, compared_with, discover_node, preset_toml
+from willitscale.bench.discover import (
+    closest_node,
+    compared_with,
+    discover_node,
+    preset_toml,
+)
 from willitscale.bench.topo import parse_topo_matrix
 from willitscale.cli.main import main
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 
 from willitscale.errors import ConfigError
-from willitscale.results.kernel_records import AttentionRow, BandwidthRow, attention_flops
+from willitscale.results.kernel_records import (
+    AttentionRow,
+    BandwidthRow,
+    attention_flops,
+)
 from willitscale.results.records import row_from_json
 from willitscale.results.repeats import compare_runs
 

@@ -15,7 +15,11 @@ from willitscale.calibrate.measured_curves import (
     memory_time,
 )
 from willitscale.hardware.profile import AttentionCurve, GemmCurve, MemoryCurve
-from willitscale.results.kernel_records import AttentionRow, BandwidthRow, attention_flops
+from willitscale.results.kernel_records import (
+    AttentionRow,
+    BandwidthRow,
+    attention_flops,
+)
 from willitscale.results.records import MatmulRow
 
 PEAK = 989.4e12  # H100 SXM dense BF16 (the catalog's figure); any peak would do

@@ -314,9 +314,9 @@ def test_a_file_that_is_not_nccl_tests_output(tmp_path, cli):
 # -- bench collectives --format nccl-tests ---------------------------------------------------
 
 def test_the_layout_is_nccl_tests_and_reads_back(tmp_path, cli):
+    from willitscale.collectives.ops import Op
     from willitscale.report.nccl_tests import nccl_tests_text
     from willitscale.results.records import CollectiveRow
-    from willitscale.collectives.ops import Op
 
     rows = [CollectiveRow(op=Op.ALL_REDUCE, size_bytes=s, count=s // 4, dtype="float32",
                           redop="sum", root=-1, in_place=p, ranks=2, time=ring_time(s, 2), wrong=0)
@@ -347,7 +347,11 @@ def test_the_layout_is_nccl_tests_and_reads_back(tmp_path, cli):
 def test_nccl_tests_sizes_and_flags():
     import argparse
 
-    from willitscale.bench.options import add_collective_args, nccl_tests_size, options_from_args
+    from willitscale.bench.options import (
+        add_collective_args,
+        nccl_tests_size,
+        options_from_args,
+    )
     from willitscale.errors import ConfigError
 
     assert nccl_tests_size("128M", "b") == 128 * 2**20

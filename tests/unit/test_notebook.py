@@ -12,13 +12,12 @@ import math
 
 import numpy as np
 import pytest
+from test_pickle import FACTORIES, SMALL, _estimate, _search
 
 import willitscale as wis
 from willitscale.plan.scaling import scaling_rows
 from willitscale.scenario.plan import Plan
 from willitscale.units import format_time
-
-from test_pickle import FACTORIES, SMALL, _estimate, _search
 
 #: a repr longer than this is not "short": about five 100-column lines
 MAX_REPR = 500

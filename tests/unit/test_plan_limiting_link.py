@@ -11,7 +11,7 @@ import pytest
 
 from willitscale.collectives.lines import cluster_links
 from willitscale.estimation.estimate import estimate
-from willitscale.estimation.levers import EXPOSED_SHARE_LIMIT
+from willitscale.estimation.verdict.levers import EXPOSED_SHARE_LIMIT
 from willitscale.plan.requirements import link_requirement, scaled_link
 from willitscale.scenario.build import build_scenario
 

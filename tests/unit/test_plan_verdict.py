@@ -6,7 +6,7 @@ import json
 import pytest
 
 from willitscale.estimation.estimate import estimate
-from willitscale.estimation.levers import EXPOSED_SHARE_LIMIT
+from willitscale.estimation.verdict.levers import EXPOSED_SHARE_LIMIT
 from willitscale.scenario.build import build_scenario
 
 HANDBOOK = {"params": 2e9, "gpu": "a100-80gb", "gpus_per_node": 8, "inter_node": "200Gbps",

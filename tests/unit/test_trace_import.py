@@ -13,7 +13,7 @@ import pytest
 from willitscale.cli.main import main
 from willitscale.collectives.ops import Op
 from willitscale.errors import ConfigError
-from willitscale.results.kineto import read_trace
+from willitscale.results.importers.kineto import read_trace
 from willitscale.results.store import Store
 
 US = 1e-6

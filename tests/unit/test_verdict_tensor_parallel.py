@@ -9,7 +9,7 @@ tensor-parallel groups that stay inside a node; a TP group that crosses nodes st
 import pytest
 
 from willitscale.estimation.estimate import estimate
-from willitscale.estimation.levers import EXPOSED_SHARE_LIMIT
+from willitscale.estimation.verdict.levers import EXPOSED_SHARE_LIMIT
 from willitscale.scenario.build import build_scenario
 
 GPT3 = {"model": "gpt3-175b", "gpu": "a100-80gb", "nodes": 128, "gpus_per_node": 8,

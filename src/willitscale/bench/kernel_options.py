@@ -9,7 +9,14 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from willitscale.bench.options import OPTION_TYPES, _csv, _Defaults, _Options, add_common_args, parse_dtype
+from willitscale.bench.options import (
+    OPTION_TYPES,
+    _csv,
+    _Defaults,
+    _Options,
+    add_common_args,
+    parse_dtype,
+)
 from willitscale.errors import ConfigError
 
 __all__ = ["AttentionOptions", "BandwidthOptions", "SDPA_BACKENDS", "BANDWIDTH_OPS",

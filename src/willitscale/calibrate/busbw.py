@@ -27,7 +27,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from willitscale.calibrate.compute import catalog_gpu_for
-from willitscale.calibrate.forms import default_algorithm, flat_time, library_algorithm, two_level_time
+from willitscale.calibrate.forms import (
+    default_algorithm,
+    flat_time,
+    library_algorithm,
+    two_level_time,
+)
 from willitscale.calibrate.runs import MeasuredRun
 from willitscale.calibrate.validate import collective_links
 from willitscale.collectives.choice import fastest

@@ -23,7 +23,7 @@ import numpy as np
 
 from willitscale.calibrate.runs import MeasuredRun
 from willitscale.collectives.gloo import GLOO_ALGORITHM
-from willitscale.collectives.nccl import parse_nccl_algorithm, parse_protocol
+from willitscale.collectives.nccl.run import parse_nccl_algorithm, parse_protocol
 from willitscale.errors import ConfigError
 from willitscale.hardware.profile_collective import CollectiveCurve
 

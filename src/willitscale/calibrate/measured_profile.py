@@ -14,7 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from willitscale.calibrate.measured_curves import PROFILE_DTYPE, fit_attention, fit_gemm, fit_memory
+from willitscale.calibrate.measured_curves import (
+    PROFILE_DTYPE,
+    fit_attention,
+    fit_gemm,
+    fit_memory,
+)
 from willitscale.calibrate.runs import MeasuredRun
 from willitscale.errors import ConfigError
 from willitscale.hardware.calibration import Calibration

@@ -22,7 +22,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from willitscale.calibrate.forms import default_algorithm, flat_time, library_algorithm, two_level_time
+from willitscale.calibrate.forms import (
+    default_algorithm,
+    flat_time,
+    library_algorithm,
+    two_level_time,
+)
 from willitscale.calibrate.runs import MeasuredRun
 from willitscale.calibrate.scenario import predict_train_memory, train_step_estimate
 from willitscale.hardware.calibration import Calibration, LinkCalibration

@@ -47,7 +47,7 @@ def _pair_json(choice, j: int, k: int, factor: float) -> dict:
 def nccl_result(choice, k: int, node, notes) -> dict:
     """The JSON of one size: the pick, then every candidate by NCCL's predicted time."""
     from willitscale.collectives.metrics import busbw_factor
-    from willitscale.collectives.nccl_tables import NCCL_VERSION
+    from willitscale.collectives.nccl.tables import NCCL_VERSION
 
     system, op = choice.system, choice.op
     factor = float(busbw_factor(op, system.ranks))
@@ -68,7 +68,7 @@ def nccl_result(choice, k: int, node, notes) -> dict:
 
 
 def run_nccl(args, op, sizes, ranks: int) -> int:
-    from willitscale.collectives.nccl import nccl_choice
+    from willitscale.collectives.nccl.run import nccl_choice
     from willitscale.errors import ConfigError
 
     node, system, notes = _system(args, ranks)

@@ -40,7 +40,12 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from willitscale.bench.discover import closest_node, compared_with, discover_node, preset_toml
+    from willitscale.bench.discover import (
+        closest_node,
+        compared_with,
+        discover_node,
+        preset_toml,
+    )
     from willitscale.bench.environment import host_facts
     from willitscale.cli.output import print_json
     from willitscale.errors import ConfigError

@@ -62,15 +62,15 @@ def _read(path: Path) -> tuple[str, str]:
 
 
 def _parse(path: Path, text: str):
-    from willitscale.results.nccl_tests import parse_text
-    from willitscale.results.nccl_tests_json import parse_json
+    from willitscale.results.importers.nccl_tests import parse_text
+    from willitscale.results.importers.nccl_tests_json import parse_json
 
     is_json = path.suffix.lower() == ".json" or text.lstrip().startswith("{")
     return ("json", parse_json(text, str(path))) if is_json else ("text", parse_text(text, str(path)))
 
 
 def _import_file(store, path: Path, args, now: str) -> tuple[list[dict], list, list[str]]:
-    from willitscale.results.nccl_import import SectionError, imported_run
+    from willitscale.results.importers.nccl_import import SectionError, imported_run
 
     text, digest = _read(path)
     fmt, parsed = _parse(path, text)

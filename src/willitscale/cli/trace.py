@@ -131,7 +131,7 @@ def _store(store, summary, path: Path, digest: str, args, now: str) -> list[dict
 
 def _print(summary, stored: list[dict]) -> None:
     from willitscale.cli.output import print_table
-    from willitscale.results.kineto import KINDS
+    from willitscale.results.importers.kineto import KINDS
     from willitscale.units import format_size, format_time
 
     print_table(f"{summary.file}: {len(summary.steps)} step(s)",
@@ -151,7 +151,7 @@ def _print(summary, stored: list[dict]) -> None:
 def run(args: argparse.Namespace) -> int:
     from willitscale.cli.output import print_json
     from willitscale.errors import ConfigError
-    from willitscale.results.kineto import read_trace
+    from willitscale.results.importers.kineto import read_trace
     from willitscale.results.store import Store, now_iso
 
     if getattr(args, "action", None) is None:
@@ -214,7 +214,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from willitscale.cli.output import print_json, print_table
     from willitscale.cli.scenario_flags import settings_from_args
     from willitscale.estimation.estimate import estimate
-    from willitscale.results.kineto import read_trace
+    from willitscale.results.importers.kineto import read_trace
     from willitscale.scenario.build import build_scenario
     from willitscale.units import format_time
 

@@ -37,7 +37,12 @@ def _markdown(title, header, rows) -> str:
 def run_published(args) -> int:
     from willitscale.cli.output import print_json, print_table
     from willitscale.validation.published import PUBLISHED_RUNS
-    from willitscale.validation.published.errors import groups, parallelism_of, row_errors, summary
+    from willitscale.validation.published.errors import (
+        groups,
+        parallelism_of,
+        row_errors,
+        summary,
+    )
 
     runs = [r for r in PUBLISHED_RUNS if args.side == "all" or r.side == args.side]
     errors = row_errors(runs)

@@ -21,7 +21,11 @@ def _pct(x: float) -> str:
 
 
 def run_steps(args: argparse.Namespace) -> int:
-    from willitscale.calibrate.measured_steps import TOLERANCE, compare_steps, load_steps
+    from willitscale.calibrate.measured_steps import (
+        TOLERANCE,
+        compare_steps,
+        load_steps,
+    )
     from willitscale.cli.output import print_json, print_table
     from willitscale.errors import ConfigError
     from willitscale.hardware.calibration import load_calibration

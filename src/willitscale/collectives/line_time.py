@@ -10,7 +10,7 @@ alpha-beta form)::
 (``corr`` is NCCL's tree correction, 1 elsewhere). The candidate picked per element is the
 fastest (``tolerance`` 0: strictly, ties to the first column, as NCCL) or the first within
 ``tolerance`` of it (the alpha-beta rule of :func:`willitscale.collectives.fastest`). Its time
-is the *achieved* time of :mod:`willitscale.collectives.nccl` for NCCL columns (``terms``)::
+is the *achieved* time of :mod:`willitscale.collectives.nccl.run` for NCCL columns (``terms``)::
 
     t = lat (L' - P') + plugin P' + T x inv_eff + ramp L' T / (T + width L')      T = slope S / corr
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from willitscale.collectives.choice import DEFAULT_TOLERANCE
-from willitscale.collectives.nccl_tables import TREE_CORRECTION
+from willitscale.collectives.nccl.tables import TREE_CORRECTION
 
 __all__ = ["CollectiveLines", "LineTerms", "line_time", "take_lines", "select_lines", "pair_time",
            "affine_rows"]

@@ -12,7 +12,7 @@ geometry, a column per candidate), and
 
 * **nccl** (a catalog node, no calibrated link): one column per (algorithm, protocol) NCCL can
   run for the group (:mod:`willitscale.collectives.nccl_lines`): NCCL's pick by its own model,
-  the achieved time of that pick (:mod:`willitscale.collectives.nccl`), so a 25 MB bucket pays the
+  the achieved time of that pick (:mod:`willitscale.collectives.nccl.run`), so a 25 MB bucket pays the
   tens of microseconds NCCL really pays;
 * **gloo**: PyTorch's Gloo: a ring over the links for all_reduce and all_gather, a full
   all_reduce for reduce_scatter (ProcessGroupGloo runs one), direct sends for all_to_all and

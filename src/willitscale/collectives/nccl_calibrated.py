@@ -5,7 +5,7 @@ NCCL still picks by its own model (a measurement of one pair does not change wha
 *achieved* time of every pair a :class:`~willitscale.hardware.profile_collective.CollectiveCurve`
 measured on the same communicator geometry (library NCCL, same op, same nodes and ranks per node)
 becomes ``latency + size / bandwidth`` of that entry, in place of the fitted corrections of
-:data:`~willitscale.collectives.nccl.ACHIEVED`.
+:data:`~willitscale.collectives.nccl.run.ACHIEVED`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from willitscale.collectives.nccl import NcclChoice
+from willitscale.collectives.nccl.run import NcclChoice
 
 __all__ = ["with_measured_pairs"]
 

@@ -3,10 +3,10 @@
 For every distinct group geometry (ranks, ranks per node, share of the node's NICs) of a batch
 of plans, :func:`nccl_lines` builds the communicator NCCL would see on the cluster's catalog node
 (:func:`~willitscale.collectives.nccl_node.nccl_system`), costs every pair with NCCL's model
-(:func:`~willitscale.collectives.nccl_model.nccl_costs`, cached per communicator) and writes its
+(:func:`~willitscale.collectives.nccl.model.nccl_costs`, cached per communicator) and writes its
 latency, inverse bandwidth, plateau and plugin latency into the pair's column; pairs that cannot
 run there are disabled (infinite intercept). The per-column constants carry the achieved-time
-corrections of :data:`~willitscale.collectives.nccl.ACHIEVED` (one process per GPU, as PyTorch).
+corrections of :data:`~willitscale.collectives.nccl.run.ACHIEVED` (one process per GPU, as PyTorch).
 
 What-ifs that scale a level's bandwidth (``estimate`` levers, ``requirements``) scale NCCL's
 inputs (each GPU's NVLink, or the network devices) and search the graphs again. A faster NIC
@@ -25,11 +25,11 @@ from functools import lru_cache
 import numpy as np
 
 from willitscale.collectives.line_time import CollectiveLines, LineTerms
-from willitscale.collectives.nccl import ACHIEVED
-from willitscale.collectives.nccl_model import nccl_costs
+from willitscale.collectives.nccl.model import nccl_costs
+from willitscale.collectives.nccl.run import ACHIEVED
+from willitscale.collectives.nccl.system import NcclSystem
+from willitscale.collectives.nccl.tables import NcclAlgorithm, Protocol
 from willitscale.collectives.nccl_node import nccl_system
-from willitscale.collectives.nccl_system import NcclSystem
-from willitscale.collectives.nccl_tables import NcclAlgorithm, Protocol
 from willitscale.collectives.ops import Op
 
 __all__ = ["nccl_lines", "candidate_columns"]

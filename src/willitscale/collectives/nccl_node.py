@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from willitscale.collectives import nccl_tables as T
-from willitscale.collectives.nccl_system import NcclSystem
+from willitscale.collectives.nccl import tables as T
+from willitscale.collectives.nccl.system import NcclSystem
 from willitscale.errors import ConfigError
 from willitscale.hardware.model import LinkKind, Node
 

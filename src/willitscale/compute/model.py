@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from willitscale.compute.curves import gpu_curves
-from willitscale.compute.sustained import sustained_curves, sustained_factor
 from willitscale.compute.layer import (
     KINDS,
     LayerSpec,
@@ -23,6 +22,7 @@ from willitscale.compute.layer import (
     layer_ops,
     rerun_ops,
 )
+from willitscale.compute.sustained import sustained_curves, sustained_factor
 from willitscale.workload.flops import RECOMPUTE, keys_per_query
 
 __all__ = ["OpCosts", "layer_spec", "op_costs"]

@@ -22,7 +22,7 @@ a bucket then takes ``measured_time x bucket_bytes / measured_bytes``. The alpha
 :meth:`GradientAllReduce.choice` stays for the requirements' closed forms (the bytes an
 algorithm moves through a level).
 
-Which level limits (the one a fix must speed up) is decided by :mod:`willitscale.estimation.levers`
+Which level limits (the one a fix must speed up) is decided by :mod:`willitscale.estimation.verdict.levers`
 from the whole step, not assumed from whether the group spans nodes.
 """
 

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from willitscale.estimation.assumptions import dp_assumptions
-from willitscale.estimation.bottleneck import find_bottleneck
 from willitscale.estimation.comms import gradient_allreduce
 from willitscale.estimation.groups import placement_rows, unknowns_of
 from willitscale.estimation.steptimeline import build_timeline
+from willitscale.estimation.verdict.bottleneck import find_bottleneck
 from willitscale.step.buckets import comm_schedule
 
 __all__ = ["data_parallel_parts"]

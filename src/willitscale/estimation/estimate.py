@@ -88,7 +88,7 @@ def estimate(scenario: Scenario, *, allow_oom: bool = False) -> StepEstimate:
 
 def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> StepEstimate:
     """:func:`estimate` on an engine context, e.g. one whose links a what-if scaled
-    (:func:`willitscale.estimation.levers.scaled_context`)."""
+    (:func:`willitscale.estimation.verdict.levers.scaled_context`)."""
 
     result = run(ctx, PlanBatch.from_plans([scenario.plan]), detail=True)
     _check_measured_compute(scenario, result, ctx.peak)

@@ -14,9 +14,9 @@ from willitscale.estimation.assumptions import (
     pipeline_summary,
 )
 from willitscale.estimation.groups import GROUP_NAME, placement_rows, unknowns_of, where
-from willitscale.estimation.mpbottleneck import model_parallel_bottleneck
 from willitscale.estimation.mptimeline import pipeline_timeline
 from willitscale.estimation.result import CommReport
+from willitscale.estimation.verdict.mpbottleneck import model_parallel_bottleneck
 
 __all__ = ["model_parallel_parts"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from willitscale.fabric.maxmin import run_lengths, entries_of
+from willitscale.fabric.maxmin import entries_of, run_lengths
 from willitscale.fabric.maxmin_incremental import IncrementalMaxMin
 
 __all__ = ["Block", "InFlight"]

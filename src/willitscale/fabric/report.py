@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from willitscale.config import FrozenMap
 from willitscale.collectives.phases import Traffic
+from willitscale.config import FrozenMap
 from willitscale.fabric.simulator import SimulationResult
 from willitscale.topology.graph import Topology, VertexKind
 

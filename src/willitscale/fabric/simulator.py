@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from willitscale.config import FrozenMap
 from willitscale.collectives.phases import Phase, Traffic
+from willitscale.config import FrozenMap
 from willitscale.errors import ConfigError
 from willitscale.fabric.inflight import Block, InFlight
 from willitscale.fabric.maxmin_incremental import IncrementalMaxMin

@@ -36,7 +36,7 @@ Where Ray's 'Will it scale to N GPUs?' slips (reproduced in docs/reproductions.m
 These closed forms assume bandwidth-bound transfers on one level. :func:`link_requirement`
 answers the same question with the full model (buckets, latencies, the overlap, the model's
 NCCL-like algorithm choice, whichever level limits) by bisection, with the criterion the
-estimate's bottleneck verdict uses (:mod:`willitscale.estimation.levers`), so the two agree.
+estimate's bottleneck verdict uses (:mod:`willitscale.estimation.verdict.levers`), so the two agree.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import numpy as np
 from willitscale.collectives.cost import collective_cost
 from willitscale.errors import ConfigError
 from willitscale.estimation.estimate import estimate_in_context
-from willitscale.estimation.levers import (
+from willitscale.estimation.verdict.levers import (
     BANDWIDTH_RANGE,
     BANDWIDTH_RTOL,
     limiting_level,
@@ -147,11 +147,11 @@ class LinkRequirement:
 
 def link_requirement(scenario, *, max_exposed_share: float = 0.05, limit: float | None = None,
                      rtol: float | None = None) -> LinkRequirement:
-    """The limiting level (:func:`~willitscale.estimation.levers.limiting_level`) and its least line
+    """The limiting level (:func:`~willitscale.estimation.verdict.levers.limiting_level`) and its least line
     rate at which exposed communication is at most ``max_exposed_share`` of the step, searched in
     ``[now / limit, now x limit]`` (a requirement may be below what the link has) to ``rtol``, by
-    :func:`~willitscale.estimation.levers.needed_bandwidth`, the search behind the estimate's bandwidth
-    fix (defaults: :data:`~willitscale.estimation.levers.BANDWIDTH_RANGE`, ``BANDWIDTH_RTOL``)."""
+    :func:`~willitscale.estimation.verdict.levers.needed_bandwidth`, the search behind the estimate's bandwidth
+    fix (defaults: :data:`~willitscale.estimation.verdict.levers.BANDWIDTH_RANGE`, ``BANDWIDTH_RTOL``)."""
 
     if not 0 < max_exposed_share < 1:
         raise ConfigError("max_exposed_share", max_exposed_share, "a fraction in (0, 1)")

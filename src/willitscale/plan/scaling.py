@@ -9,7 +9,7 @@ gets less). Throughput is tokens per second of the whole job, so::
     efficiency = speedup / (gpus(N) / gpus(N0))
 
 with ``N0`` the first node count of the sweep. The row's ``bottleneck`` is the estimate's verdict
-(:mod:`willitscale.estimation.bottleneck`): a network when exposed communication exceeds 5% of the step, ``out of
+(:mod:`willitscale.estimation.verdict.bottleneck`): a network when exposed communication exceeds 5% of the step, ``out of
 memory`` when the plan does not fit (the numbers are still computed, so the sweep shows where it
 starts to fit); ``comms_is_bottleneck`` says whether that verdict is a network, the handbook's
 column "comms is a bottleneck" by our criterion. ``fits`` is the memory verdict (None when

@@ -12,7 +12,7 @@ from typing import Any
 
 from willitscale.errors import WillItScaleError
 from willitscale.estimation.estimate import estimate, estimate_in_context
-from willitscale.estimation.levers import scaled_context
+from willitscale.estimation.verdict.levers import scaled_context
 from willitscale.plan.requirements import link_requirement
 from willitscale.report.verdict import verdict as sentence
 from willitscale.scenario.build import build_scenario

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from willitscale.estimation.levers import EXPOSED_SHARE_LIMIT
+from willitscale.estimation.verdict.levers import EXPOSED_SHARE_LIMIT
 from willitscale.report.chartdata import breakdown_parts, compute_time, memory_parts
 from willitscale.report.plots.base import Chart
 from willitscale.report.plots.memory import memory_bars

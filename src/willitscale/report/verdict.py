@@ -1,7 +1,7 @@
 """The report's answer in one sentence, by the estimate's own criterion (pure: no I/O).
 
-The estimate decides the bottleneck by one number (:mod:`willitscale.estimation.levers`): the share of
-the step that communication leaves exposed. Above :data:`~willitscale.estimation.levers.
+The estimate decides the bottleneck by one number (:mod:`willitscale.estimation.verdict.levers`): the share of
+the step that communication leaves exposed. Above :data:`~willitscale.estimation.verdict.levers.
 EXPOSED_SHARE_LIMIT` (5%) the network is the bottleneck, and the level whose speed-up cuts it
 most is the limiting link: the link inside each node (NVLink, PCIe: per GPU) or the NICs
 between nodes (per node). A plan that does not fit in memory gets that verdict first, with the
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from willitscale.collectives.lines import cluster_links
-from willitscale.estimation.levers import EXPOSED_SHARE_LIMIT
+from willitscale.estimation.verdict.levers import EXPOSED_SHARE_LIMIT
 from willitscale.report.chartdata import compute_time
 from willitscale.units import format_bandwidth, format_size, format_time
 
@@ -30,7 +30,7 @@ def percent(x: float) -> str:
 
 def exposed_share(est) -> float:
     """Exposed communication over the step: the criterion of the bottleneck verdict (without
-    tensor-parallel traffic inside a node, :mod:`willitscale.estimation.levers`)."""
+    tensor-parallel traffic inside a node, :mod:`willitscale.estimation.verdict.levers`)."""
     shares = dict(est.bottleneck.shares)
     if "communication" in shares:
         return float(shares["communication"])

@@ -11,7 +11,12 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from willitscale.collectives.lines import affine_rows, collective_lines, line_time, pair_time
+from willitscale.collectives.lines import (
+    affine_rows,
+    collective_lines,
+    line_time,
+    pair_time,
+)
 from willitscale.compute.model import op_costs
 from willitscale.memory.activations import activation_bytes
 from willitscale.memory.device import nccl_bytes

@@ -1,7 +1,7 @@
 """The NCCL model against the published nccl-tests sweeps: one prediction per published row.
 
 :func:`system_for` turns a sweep's ``setup`` (catalog preset, nodes, ranks per node, the NIC
-the source states) into the :class:`~willitscale.collectives.nccl_system.NcclSystem` NCCL would
+the source states) into the :class:`~willitscale.collectives.nccl.system.NcclSystem` NCCL would
 see; :func:`predict_rows` predicts every stable row of one side; :func:`band_errors` summarises
 them per size band as docs/collectives.md reports them (busbw from 1 MiB up, time below).
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from willitscale.collectives.metrics import busbw_factor
-from willitscale.collectives.nccl import ACHIEVED, Achieved, nccl_choice
+from willitscale.collectives.nccl.run import ACHIEVED, Achieved, nccl_choice
 from willitscale.collectives.nccl_node import nccl_system
 from willitscale.collectives.ops import Op
 from willitscale.errors import ConfigError

@@ -1,4 +1,4 @@
-"""Fit the constants of :data:`willitscale.collectives.nccl.ACHIEVED` to the fit rows.
+"""Fit the constants of :data:`willitscale.collectives.nccl.run.ACHIEVED` to the fit rows.
 
 Rows: every stable row of the *fit* side of nccl_tests.toml whose sweep is graded ``good``
 (the grade was given with the data, before any constant; "doubtful" and "noisy" sweeps -- an
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from willitscale.collectives.nccl import Achieved, achieved_times, nccl_choice
-from willitscale.collectives.nccl_tables import NcclAlgorithm
+from willitscale.collectives.nccl.run import Achieved, achieved_times, nccl_choice
+from willitscale.collectives.nccl.tables import NcclAlgorithm
 from willitscale.validation.nccl_check import OPS, _gpus_per_process, system_for
 from willitscale.validation.nccl_tests import load_sweeps
 

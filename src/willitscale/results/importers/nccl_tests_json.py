@@ -33,7 +33,7 @@ from pathlib import PurePath
 from typing import Any
 
 from willitscale.results.exchange import Problem
-from willitscale.results.nccl_tests import (
+from willitscale.results.importers.nccl_tests import (
     NCCL_REDOPS,
     NCCL_TYPES,
     LogRow,

@@ -33,7 +33,7 @@ from typing import Any
 from willitscale.collectives.metrics import busbw_factor
 from willitscale.collectives.ops import Op, parse_op
 from willitscale.results.exchange import Problem
-from willitscale.results.nccl_tests import LogRow, LogSection
+from willitscale.results.importers.nccl_tests import LogRow, LogSection
 from willitscale.results.records import CollectiveRow
 
 __all__ = ["ImportedRun", "SectionError", "imported_run", "OPS_BY_PROGRAM", "DTYPES"]

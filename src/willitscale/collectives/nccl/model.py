@@ -1,7 +1,7 @@
 """NCCL's cost model: the latency and bandwidth of every (algorithm, protocol) pair it can run.
 
 Our own code following NCCL's published tuning model (src/graph/tuning.cc of v2.30.7-1, the
-equations in docs/collectives.md; constants in :mod:`.nccl_tables`). For a collective of
+equations in docs/collectives.md; constants in :mod:`.tables`). For a collective of
 ``S`` bytes (nccl-tests size) NCCL predicts, per pair,
 
     time = L + S / B    (L: latency, B: algorithm bandwidth)
@@ -21,11 +21,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from willitscale.collectives import nccl_tables as T
-from willitscale.collectives.nccl_system import Graph, Graphs, NcclSystem, search_graphs
+from willitscale.collectives.nccl import tables as T
+from willitscale.collectives.nccl.system import Graph, Graphs, NcclSystem, search_graphs
+from willitscale.collectives.nccl.tables import NcclAlgorithm as A
+from willitscale.collectives.nccl.tables import Protocol as P
 from willitscale.collectives.ops import Op
-from willitscale.collectives.nccl_tables import NcclAlgorithm as A
-from willitscale.collectives.nccl_tables import Protocol as P
 
 __all__ = ["PairCost", "nccl_costs", "pair_times"]
 

@@ -11,13 +11,13 @@ communication. Fixes: the same computed network fixes, plus those of the pipelin
 
 from __future__ import annotations
 
-from willitscale.estimation.bottleneck import (
+from willitscale.estimation.result import Bottleneck
+from willitscale.estimation.verdict.bottleneck import (
     level_description,
     network_fixes,
     verdict_resource,
 )
-from willitscale.estimation.levers import limiting_level, outcome
-from willitscale.estimation.result import Bottleneck
+from willitscale.estimation.verdict.levers import limiting_level, outcome
 from willitscale.scenario.batch import PlanBatch
 from willitscale.step.pipeline import bubble_fraction
 from willitscale.units import format_time

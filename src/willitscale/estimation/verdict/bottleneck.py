@@ -25,7 +25,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from willitscale.estimation.levers import (
+from willitscale.estimation.result import Bottleneck
+from willitscale.estimation.verdict.levers import (
     EXPOSED_SHARE_LIMIT,
     LEVEL_RESOURCE,
     exposed_share,
@@ -33,7 +34,6 @@ from willitscale.estimation.levers import (
     needed_bandwidth,
     outcome,
 )
-from willitscale.estimation.result import Bottleneck
 from willitscale.scenario.batch import PlanBatch
 from willitscale.scenario.validate import structural_reasons
 from willitscale.step.engine import make_context

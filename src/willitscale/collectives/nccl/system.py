@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from willitscale.collectives import nccl_tables as T
+from willitscale.collectives.nccl import tables as T
 from willitscale.errors import ConfigError
 
 __all__ = ["Graph", "Graphs", "NcclSystem", "search_graphs"]

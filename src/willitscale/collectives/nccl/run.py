@@ -2,7 +2,7 @@
 
 Two layers, kept apart on purpose:
 
-1. **The pick** is NCCL's: its own cost model (:mod:`.nccl_model`, NCCL v2.30.7-1's tuning
+1. **The pick** is NCCL's: its own cost model (:mod:`.model`, NCCL v2.30.7-1's tuning
    equations and constants) costs every enabled pair and NCCL runs the cheapest. Its predicted
    time is kept as ``predicted`` (``--json``: ``nccl_model_time_s``).
 2. **The time** is what that pair achieves. NCCL's model is its tuning heuristic, not a
@@ -31,9 +31,9 @@ from types import MappingProxyType
 
 import numpy as np
 
-from willitscale.collectives.nccl_model import PairCost, nccl_costs, pair_times
-from willitscale.collectives.nccl_system import Graphs, NcclSystem, search_graphs
-from willitscale.collectives.nccl_tables import NcclAlgorithm, Protocol
+from willitscale.collectives.nccl.model import PairCost, nccl_costs, pair_times
+from willitscale.collectives.nccl.system import Graphs, NcclSystem, search_graphs
+from willitscale.collectives.nccl.tables import NcclAlgorithm, Protocol
 from willitscale.collectives.ops import Op
 from willitscale.errors import ConfigError
 
