@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -22,41 +23,16 @@ pytestmark = pytest.mark.distributed
 #: (fp32), smallest first:
 BUCKETS = [263_168 * 4, 4_198_400 * 4]  # 1,052,672 and 16,793,600
 
-PROGRAM = r'''
-import json, os, socket, sys
-import torch, torch.distributed as dist, torch.multiprocessing as mp
-from torch.profiler import ProfilerActivity, profile, schedule
-
-def work(rank, port, out):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 4096))
-    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.5)
-    opt = torch.optim.AdamW(ddp.parameters())
-    x = torch.randn(8, 256)
-    trace = lambda p: p.export_chrome_trace(f"{out}/rank{rank}.json")
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
-                 schedule=schedule(wait=1, warmup=1, active=2), on_trace_ready=trace) as prof:
-        for _ in range(4):
-            ddp(x).square().mean().backward(); opt.step(); opt.zero_grad(); prof.step()
-    if rank == 0:
-        data = ddp._get_ddp_logging_data()
-        with open(f"{out}/ddp.json", "w") as f:
-            json.dump({"rebuilt_bucket_sizes": data.get("rebuilt_bucket_sizes")}, f)
-    dist.destroy_process_group()
-
-if __name__ == "__main__":
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-    mp.spawn(work, args=(port, sys.argv[1]), nprocs=2)
-'''
+#: the recording program users run (examples/traces/), here with the sizes above: a 256 -> 1024
+#: -> 4096 model, 0.5 MB buckets, a batch of 8
+RECORDER = Path(__file__).resolve().parents[2] / "examples" / "traces" / "record_ddp_trace.py"
+SIZES = ("256", "1024", "4096", "0.5", "8")
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp-trace")
-    (out / "record.py").write_text(PROGRAM)
-    subprocess.run([sys.executable, str(out / "record.py"), str(out)], check=True, timeout=300,
+    subprocess.run([sys.executable, str(RECORDER), str(out), *SIZES], check=True, timeout=300,
                    capture_output=True)
     return out
 
