@@ -46,10 +46,17 @@ def test_deepspeed_buckets_are_real_allocations():
     assert fp16.communication[0, 0] == 5e8 * 2
     overlap = buffers("deepspeed", 1, dtype="fp16", deepspeed=DeepSpeedOptions(overlap_comm=True))
     assert overlap.communication[0, 0] == 2 * 5e8 * 2
-    # the BF16 optimizer (bf16, stage <= 1) has no ipg buckets
-    assert buffers("deepspeed", 1, dtype="bf16").communication[0, 0] == 0
+    # bf16 with ZeRO-1 runs the ZeRO optimizer in bf16: the same 1 GB bucket
+    assert buffers("deepspeed", 1, dtype="bf16").communication[0, 0] == 5e8 * 2
+    # the BF16 optimizer (bf16, ZeRO off) has no ipg buckets and hands Adam a view of its fp32
+    # accumulator: no step temporaries
+    assert buffers("deepspeed", 0, dtype="bf16").communication[0, 0] == 0
+    assert buffers("deepspeed", 0, dtype="bf16").step[0, 0] == 0
     # the fp32 gradient partition handed to the optimizer: 4 / d per parameter
     assert fp16.step[0, 0] == 4 * P / 8
+    # fp16 with ZeRO off (FP16_Optimizer.step, fused_optimizer.py @3293cf7): the list of fp32
+    # copies of every gradient (4 P) and their flat concatenation (4 P) are alive together
+    assert buffers("deepspeed", 0, dtype="fp16").step[0, 0] == 8 * P
     # ZeRO-3: one reduce bucket (overlap_comm defaults to True there: 2) + layer + prefetch bucket
     z3 = buffers("deepspeed", 3, dtype="fp16")
     assert z3.communication[0, 0] == 5e8 * 2 + (LAYER + 5e8) * 2

@@ -48,10 +48,17 @@ def test_deepspeed_stages_shard_as_zero_says():
     assert per_param(table, "deepspeed", 1, d) == pytest.approx(4 + 12 / d)
     assert per_param(table, "deepspeed", 2, d) == pytest.approx(2 + 14 / d)
     assert per_param(table, "deepspeed", 3, d) == pytest.approx(16 / d)
-    # bf16 at stage 1 is the BF16 optimizer: "The additional memory usage is 4bytes x params
-    # and it's not sharded across gpus" (BigScience chronicles-prequel.md)
-    bf16 = state_bytes_table("bf16", 4)
-    assert per_param(bf16, "deepspeed", 1, d) == pytest.approx(4 + 4 + 12 / d)
+    # bf16 with ZeRO off is the BF16 optimizer (DeepSpeed engine.py @56c5223 builds it only when
+    # zero_optimization() is false): bf16 weights and gradients (2 + 2), "The additional memory
+    # usage is 4bytes x params and it's not sharded across gpus" (BigScience chronicles-prequel.md),
+    # and its fp32 master + Adam on the rank's partition (bf16_optimizer.py
+    # fp32_groups_flat_partition): 8 + 12/d
+    bf16 = state_bytes_table("bf16", 2)
+    assert per_param(bf16, "deepspeed", 0, d) == pytest.approx(2 + 2 + 4 + 12 / d)
+    # bf16 with ZeRO-1 is the ZeRO optimizer in bf16, the same layout as fp16: 4 + 12/d
+    assert per_param(bf16, "deepspeed", 1, d) == pytest.approx(4 + 12 / d)
+    # fp16 with ZeRO off (FP16_Optimizer) shards nothing: still 16
+    assert per_param(state_bytes_table("fp16", 2), "deepspeed", 0, 1) == 16
 
 
 def test_ddp_keeps_fp32_weights_gradients_and_adam():

@@ -9,11 +9,11 @@ columns). Derivations in docs/memory.md.
 * ddp: DDP's buckets hold a copy of every fp32 gradient unless ``gradient_as_bucket_view``
   (PyTorch ``torch/nn/parallel/distributed.py``: "the saved memory size will be equal to the
   total gradients size"); the buckets exist on one process too (a model wrapped in DDP);
-* deepspeed ZeRO-1/2 (fp16, or bf16 at stage 2): with ``contiguous_gradients`` (default) the
+* deepspeed ZeRO-1/2 (fp16 or bf16): with ``contiguous_gradients`` (default) the
   backward copies gradients into ``buf_0 = torch.empty(reduce_bucket_size)`` of the weights'
   dtype, and a ``buf_1`` more "when overlap_comm is enabled" (``stage_1_and_2.py``);
   ``reduce_bucket_size`` 5e8 elements by default (``docs/_pages/config-json.md``). The BF16
-  optimizer (bf16, stage 0/1) has no such buckets; its fp32 accumulator is state;
+  optimizer (bf16 with ZeRO off, stage 0) has no such buckets; its fp32 accumulator is state;
 * deepspeed ZeRO-3: one reduce bucket (``__ipg_bucket_flat_buffer``) and the gathered weights:
   the layer being computed plus the prefetch bucket (``stage3_prefetch_bucket_size`` 5e8),
   at most ``stage3_max_live_parameters`` (1e9), never more than the stage holds;
@@ -31,9 +31,13 @@ weights (and biases) that autocast made in forward and autograd keeps for backwa
 (``docs/source/amp.rst``: linear/matmul autocast to 16-bit): ``h x`` the stage's linear
 parameters.
 
-**Optimizer step temporaries** (after the activations are freed): DeepSpeed's fp16 stage 1/2
+**Optimizer step temporaries** (after the activations are freed): DeepSpeed's 16-bit stage 1/2
 hands the optimizer an fp32 copy of the rank's gradient partition (``single_grad_partition``,
-``4 / d`` per parameter) and its fp16 stage 0 optimizer an fp32 copy of all gradients; PyTorch's
+``4 / d`` per parameter); its fp16 stage 0 optimizer (``FP16_Optimizer``, what DeepSpeed wraps a
+fused Adam in) builds ``_flatten_dense_tensors([... p.grad.to(fp32) for p in group])``: a list of
+fp32 copies of every gradient and their flat concatenation are alive together while the fp16
+gradients still are, ``8`` bytes per parameter (``runtime/fp16/fused_optimizer.py`` @3293cf7 =
+v0.5.10, ``step``); the BF16 optimizer hands Adam a view of its fp32 accumulator (none); PyTorch's
 default foreach AdamW (``--optimizer adamw-foreach``, ddp and fsdp) allocates
 ``exp_avg_sq.sqrt()`` out of place, 4 bytes per parameter it updates.
 """
@@ -79,11 +83,10 @@ class Buffers:
     step: np.ndarray  #: optimizer-step temporaries (after the activations are freed)
 
 
-def _deepspeed(zero, h, stage_params, layer_params, options: DeepSpeedOptions, bf16: bool):
+def _deepspeed(zero, h, stage_params, layer_params, options: DeepSpeedOptions):
     bucket = options.reduce_bucket_elements * h
     overlap = (zero == 3) if options.overlap_comm is None else np.full(np.shape(zero), options.overlap_comm)
     ipg = np.where((zero == 1) | (zero == 2), bucket * np.where(overlap, 2.0, 1.0), 0.0)
-    ipg = np.where(bf16 & (zero <= 1), 0.0, ipg)  # the BF16 optimizer has no ipg buckets
     live = np.minimum(np.minimum(layer_params + DEEPSPEED_PREFETCH_ELEMENTS, DEEPSPEED_MAX_LIVE),
                       stage_params)
     z3 = np.where(zero == 3, bucket + live * h, 0.0)
@@ -112,12 +115,12 @@ def framework_buffers(*, framework, zero, dtype: str, grad_bytes: float, stage_p
     comm = 2.0 * np.asarray(pipeline_message, dtype=float) + 0.0 * stage_params
     comm = comm + np.where((fw == DDP) & (not gradient_as_bucket_view), 4.0 * stage_params, 0.0)
     comm = comm + np.where(fw == DEEPSPEED, _deepspeed(z, h, stage_params, layer_params,
-                                                       deepspeed, bf16), 0.0)
+                                                       deepspeed), 0.0)
     comm = comm + np.where(fw == FSDP, _fsdp(z, h, grad_bytes, stage_params, layer_params), 0.0)
     casts = np.where((fw == DDP) & (h < 4), h * linear_params, 0.0)
     workspace = CUBLAS_WORKSPACE_BYTES + casts
-    fp16_stage = (fw == DEEPSPEED) & ~(bf16 & (z <= 1))
-    step = np.where(fp16_stage & (z == 0), 4.0 * stage_params,
+    fp16_stage = (fw == DEEPSPEED) & ~(bf16 & (z == 0))  # all but the BF16 optimizer
+    step = np.where(fp16_stage & (z == 0) & (h < 4), 8.0 * stage_params,
                     np.where(fp16_stage & ((z == 1) | (z == 2)), 4.0 * stage_params / shard, 0.0))
     if foreach_adamw:
         local = np.where(z >= 1, stage_params / shard, stage_params)

@@ -14,8 +14,10 @@ fsdp         2, 3    PyTorch FSDP1/FSDP2 with bf16/fp16 ``MixedPrecision`` over 
                      2 = SHARD_GRAD_OP / ``reshard_after_forward=False`` (every layer's unsharded
                      weights stay alive from its forward to its backward)
 deepspeed    0-3     DeepSpeed ZeRO (``stage_1_and_2.py``, ``stage3.py``), 16-bit weights and
-                     gradients, fp32 master weights and Adam states; bf16 with stage 0/1 is the
-                     BF16 optimizer (an unsharded fp32 gradient accumulator, 4 bytes more)
+                     gradients, fp32 master weights and Adam states; bf16 with stage 0 is the
+                     BF16 optimizer (ZeRO off: the engine picks it; fp32 master and Adam
+                     sharded over d, an unsharded fp32 gradient accumulator, 4 bytes more);
+                     bf16 with stage 1/2 is the ZeRO optimizer in bf16, as fp16
 ddp          0       PyTorch DDP + ``torch.autocast``: fp32 weights, fp32 gradients, their copy
                      in DDP's buckets, fp32 Adam states, and 16-bit copies of the weights the
                      autocast matmuls made (kept for backward)
@@ -32,6 +34,7 @@ megatron 0                 h          g (+4 if g<4) 4 (0 if fp32)   8
 megatron 1 (dist. opt.)    h          g (+4/d)      4/d             8/d
 fsdp 2, 3                  4/d        4/d           0               8/d
 deepspeed 0                h          g             4               8
+deepspeed 0, bf16          h          h + 4         4/d             8/d
 deepspeed 1                h          g             4/d             8/d
 deepspeed 2                h          g/d           4/d             8/d
 deepspeed 3                h/d        g/d           4/d             8/d
@@ -39,7 +42,13 @@ ddp 0                      4          4             0               8
 =========================  =========  ============  ==============  =========
 
 (megatron with ``g < 4`` keeps an fp32 copy of the main gradients for the optimizer: the "20"
-and "4 + 16/d" of Megatron-Core's fp16 row; deepspeed bf16 stages 0-1 add 4 unsharded bytes.)
+and "4 + 16/d" of Megatron-Core's fp16 row; deepspeed bf16 stage 0, the BF16 optimizer, adds 4
+unsharded bytes and shards the rest: DeepSpeed ``engine.py`` @56c5223 picks it only when ZeRO is
+off, ``if self.zero_optimization(): ... elif self.fp16_enabled(): ... elif
+self.bfloat16_enabled(): self._configure_bf16_optimizer``; ``bf16_optimizer.py`` @56c5223 keeps
+``fp32_groups_flat_partition`` (the rank's partition) and ``fp32_groups_gradients_flat``
+(``zeros_like`` the whole bf16 flat buffer, fp32). BigScience: "ZERO_STAGE=0 # important: bf16
+must use z0! it implements its own zero stage 1 equivalent", tr11-176B-ml.slurm @dc8d99f.)
 Buffers, workspace and step-time temporaries are in :mod:`.buffers`.
 
 When ``--framework`` is not given, the plan implies one (:func:`implied_framework`): ZeRO-3 ->
@@ -79,6 +88,8 @@ SOURCES: Mapping[str, str] = MappingProxyType({
             "*sharded* parameters are kept in full precision'; keep_low_precision_grads=False "
             "upcasts gradients)",
     "deepspeed": "microsoft/DeepSpeed deepspeed/runtime/zero/stage_1_and_2.py @4fea41f; "
+                 "deepspeed/runtime/engine.py and bf16_optimizer.py @56c5223 (the BF16 optimizer "
+                 "only with ZeRO off; fp32 partition + whole fp32 gradient buffer); "
                  "bigscience-workshop/bigscience train/tr11-176B-ml/chronicles-prequel.md @59a90ee "
                  "(BF16 optimizer: 'The additional memory usage is 4bytes x params and it's not "
                  "sharded across gpus')",
@@ -148,10 +159,11 @@ def _fsdp(h: float):
 def _deepspeed(zero: int, h: float, g: float, bf16: bool):
     master = 4.0 if h < 4 else 0.0
     weights = (0, h) if zero == 3 else (h, 0)
-    if bf16 and zero <= 1:  # the BF16 optimizer: bf16 gradients + an unsharded fp32 accumulator
-        grads = (h + 4.0, 0)
-    else:
-        grads = (0, g) if zero >= 2 else (g, 0)
+    if bf16 and zero == 0:
+        # the BF16 optimizer: bf16 gradients + an unsharded fp32 accumulator; its fp32 master
+        # and Adam states are partitioned over the data-parallel group (bf16_optimizer.py)
+        return _row(weights, (h + 4.0, 0), (0, master), (0, 8))
+    grads = (0, g) if zero >= 2 else (g, 0)
     if zero == 0:
         return _row(weights, grads, (master, 0), (8, 0))
     return _row(weights, grads, (0, master), (0, 8))
