@@ -3,7 +3,8 @@
 The rows, each cited, are ``willitscale/validation/data/memory_runs.toml`` (docs/memory.md,
 "Published runs", shows the table): 52 configurations that ran and 5 that ran out of memory.
 Every row is a test row: the constants of willitscale.memory were chosen on other sources
-(validation/data/allocator.toml, committed with its rule before these comparisons).
+(validation/data/allocator.toml and deepspeed_reserve.toml, each committed with its rule before
+its constant was chosen).
 """
 
 import pytest
@@ -15,20 +16,21 @@ WORKING = [r for r in RUNS if r.ran]
 OOM = [r for r in RUNS if not r.ran]
 MEASURED = [r for r in WORKING if r.measured is not None]
 
-#: nvidia-smi readings over-predicted by more than 10%: the model reads nvidia-smi as 1.5 x
-#: PyTorch's allocated peak (the caching allocator's reserve, median of the fit rows:
-#: llama-recipes FSDP runs) + context + NCCL, and these Megatron-DeepSpeed runs reserved less
-#: (~1.2x of the allocated peak we predict). Known, reported, not tuned away: each must keep
-#: failing until the model explains it (strict). The ZeRO-0 row joined the set when its step
-#: temporaries were corrected (FP16_Optimizer's 8 B/param, memory.buffers): it had passed at
-#: +0.1% only because 4 B/param were missing; the 02-17 bf16 DP=2 row left it when it was
-#: judged as the ZeRO-1 optimizer it ran (the BF16 optimizer came on 02-28).
-OVER_PREDICTED = {
-    "bloom-search-20b-1node-fp16", "bloom-search-181b-zero0-dp4-pp12",
-    "bloom-search-181b-dp8-pp6-mbs4", "bloom-search-181b-zero1-dp4-pp12",
-    "bloom-search-181b-tp2-pp12", "bloom-search-177b-tp1-pp48",
-    "bloom-search-176b-bf16opt-mbs2", "bloom-search-176b-bf16opt-tp8-dp4", "bloom-176b-final",
-}
+#: nvidia-smi readings under-predicted by more than 10%. nvidia-smi is predicted as the
+#: allocator's reserve x PyTorch's allocated peak + context + NCCL, the reserve of DeepSpeed's
+#: engine at ZeRO 0-2 fitted on its own rows (DEEPSPEED_RESERVED_RATIO = 1.161,
+#: validation/data/deepspeed_reserve.toml). These two read about 1.42 and 1.47 x our allocated
+#: peak after context and NCCL (the other eleven 1.10-1.29): -16.8% and -17.2%. What they hold
+#: beyond the model is not known (docs/memory.md section 6). Known, reported, not tuned away:
+#: each must keep failing until the model explains it (strict).
+UNDER_PREDICTED = {"bloom-search-200b-20nodes-bf16", "bigscience-tr8-104b-v100"}
+
+#: published out-of-memory runs the model judges "fits": the BF16-optimizer 206B run (tp 4, pp 12,
+#: dp 8, mbs 2) is predicted at 63.5 GiB on nvidia-smi; its working sibling with 70 instead of
+#: 82 layers (bloom-search-176b-bf16opt-mbs2) measured 57.6 GiB and is predicted within 4%, so
+#: the OOM is not explained by the memory this model counts. It was "tight" only through the
+#: FSDP rows' 1.5x reserve, which over-predicted every DeepSpeed reading (strict xfail).
+OOM_JUDGED_FITS = {"oom-bloom-206b-dp8-tp4-pp12"}
 
 
 def test_the_data_are_as_researched():
@@ -45,15 +47,17 @@ def test_no_published_working_configuration_is_refused(run):
     assert j.verdict in ("fits", "tight"), (j.verdict, j.need / 2**30, j.knobs)
 
 
-@pytest.mark.parametrize("run", OOM, ids=[r.id for r in OOM])
+@pytest.mark.parametrize("run", [pytest.param(r, marks=pytest.mark.xfail(
+    strict=True, reason="published OOM judged fits, see OOM_JUDGED_FITS"))
+    if r.id in OOM_JUDGED_FITS else r for r in OOM], ids=[r.id for r in OOM])
 def test_published_out_of_memory_runs_are_refused_or_tight(run):
     j = judge(run)
     assert j.verdict in ("does not fit", "tight"), (j.verdict, j.need / 2**30)
 
 
 @pytest.mark.parametrize("run", [pytest.param(r, marks=pytest.mark.xfail(
-    strict=True, reason="nvidia-smi over-predicted (allocator reserve ratio), see OVER_PREDICTED"))
-    if r.id in OVER_PREDICTED else r for r in MEASURED], ids=[r.id for r in MEASURED])
+    strict=True, reason="nvidia-smi under-predicted, see UNDER_PREDICTED"))
+    if r.id in UNDER_PREDICTED else r for r in MEASURED], ids=[r.id for r in MEASURED])
 def test_measured_memory_within_10_percent(run):
     j = judge(run)
     assert abs(j.error) < 0.10, f"{100 * j.error:+.1f}%"

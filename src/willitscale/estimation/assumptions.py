@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from willitscale.collectives.lines import cluster_links, link_caveats
-from willitscale.memory.device import RESERVED_RATIO
+from willitscale.memory.device import reserved_ratio
+from willitscale.memory.frameworks import framework_index
 from willitscale.step.pipeline import bubble_fraction
 from willitscale.units import format_size
 
@@ -133,7 +134,8 @@ def _memory_note(scenario) -> str:
     text = (f"framework {framework} ({how}); PyTorch's allocated peak plus the CUDA context "
             f"({format_size(scenario.cuda_context, binary=True)}, --cuda-context) and NCCL's "
             f"buffers against {limit}; 'tight' when that fits but the caching allocator's typical "
-            f"reserve ({RESERVED_RATIO:g}x the peak, docs/memory.md) does not")
+            f"reserve ({reserved_ratio(framework_index(framework), plan.zero):g}x the peak, "
+            f"docs/memory.md) does not")
     if framework == "ddp":
         text += ("; DDP's buckets " + ("are the gradients (--gradient-as-bucket-view)"
                                        if scenario.ddp.gradient_as_bucket_view else

@@ -38,7 +38,8 @@ def memory_of(result, scenario, index: int = 0, *, plan=None) -> MemoryBreakdown
         buffers=part(mem.buffers), workspace=part(mem.workspace), step=part(mem.step),
         context=float(mem.context[index]), nccl=float(mem.nccl[index]),
         capacity=scenario.cluster.gpu.memory, stage=stage, fraction=scenario.memory_fraction,
-        framework=framework, convention=convention_text(scenario, framework, plan.zero))
+        framework=framework, convention=convention_text(scenario, framework, plan.zero),
+        reserved_ratio=float(mem.reserve[index]))
 
 
 def convention_text(scenario, framework: str, zero: int) -> str:

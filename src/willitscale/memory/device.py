@@ -17,7 +17,12 @@
   ``validation/data/allocator.toml`` (the fit rows: none of them is a configuration the
   tests predict). Between steps the allocator also keeps freed blocks cached: what nvidia-smi
   shows is the context, NCCL and the *reserved* peak, :data:`RESERVED_RATIO` x the allocated
-  peak (the median of the same file's training logs that print both).
+  peak (the median of the same file's training logs that print both: FSDP runs, whose
+  all-gathered units are allocated on a side stream and held for it). DeepSpeed's engine at
+  ZeRO stage 0-2 allocates on the compute stream; its reserve,
+  :data:`DEEPSPEED_RESERVED_RATIO`, is fitted on its own rows
+  (``validation/data/deepspeed_reserve.toml``: BigScience's 2021 Megatron-DeepSpeed experiment
+  logs, rule committed before the rows). :func:`reserved_ratio` picks one per plan.
 
 Verdicts, with ``need = allocated peak + context + NCCL`` against the GPU's memory (times
 ``--memory-fraction``, 1 by default):
@@ -35,8 +40,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from willitscale.memory.frameworks import DEEPSPEED
+
 __all__ = ["CUDA_CONTEXT_BYTES", "NCCL_PAIR_BYTES", "NCCL_GROUP_BYTES", "ALLOCATOR_MARGIN",
-           "RESERVED_RATIO", "VERDICTS", "nccl_bytes", "verdict_codes"]
+           "RESERVED_RATIO", "DEEPSPEED_RESERVED_RATIO", "VERDICTS", "nccl_bytes",
+           "reserved_ratio", "verdict_codes"]
 
 MIB = 2 ** 20
 GIB = 2 ** 30
@@ -51,6 +59,10 @@ ALLOCATOR_MARGIN = 0.0391
 #: the median max-reserved / max-allocated of the fit rows' training logs (llama-recipes prints:
 #: 63/42, 58/42, 29/19 GB); tests/unit/test_memory_allocator_fit.py recomputes it
 RESERVED_RATIO = 1.5
+#: the median over runs of max-reserved / max-allocated of DeepSpeed-engine runs at ZeRO 0-2
+#: (validation/data/deepspeed_reserve.toml: 1.1679, 1.1539);
+#: tests/unit/test_memory_allocator_fit.py recomputes it
+DEEPSPEED_RESERVED_RATIO = 1.1609
 
 #: verdict codes: 0 fits, 1 tight, 2 does not fit
 VERDICTS = ("fits", "tight", "does not fit")
@@ -64,7 +76,15 @@ def nccl_bytes(group_sizes) -> np.ndarray:
     return per.sum(axis=-1)
 
 
-def verdict_codes(allocated, other, limit, ratio: float = RESERVED_RATIO) -> np.ndarray:
+def reserved_ratio(framework, zero) -> np.ndarray:
+    """The allocator's reserve over the allocated peak per plan (arrays of framework codes and
+    ZeRO stages): :data:`DEEPSPEED_RESERVED_RATIO` for DeepSpeed at ZeRO 0-2, else
+    :data:`RESERVED_RATIO`."""
+    deepspeed = (np.asarray(framework) == DEEPSPEED) & (np.asarray(zero) <= 2)
+    return np.where(deepspeed, DEEPSPEED_RESERVED_RATIO, RESERVED_RATIO)
+
+
+def verdict_codes(allocated, other, limit, ratio=RESERVED_RATIO) -> np.ndarray:
     """0 fits, 1 tight, 2 does not fit, for ``allocated`` (PyTorch's peak) plus ``other``
     (context, NCCL) against ``limit`` bytes (see the module docstring)."""
     a = np.asarray(allocated, dtype=float)

@@ -18,7 +18,7 @@
 PyTorch's peak (what ``torch.cuda.max_memory_allocated`` reads) is the state plus the larger of
 the forward/backward transients (activations, buffers, workspace) and the optimizer step's
 temporaries; what the GPU must hold is that plus the context and NCCL; what nvidia-smi shows
-adds the allocator's cache (:data:`~willitscale.memory.device.RESERVED_RATIO`). The GPU that
+adds the allocator's cache (:func:`~willitscale.memory.device.reserved_ratio`). The GPU that
 runs out first decides: the fullest stage column.
 """
 
@@ -30,7 +30,7 @@ import numpy as np
 
 from willitscale.memory.activations import activation_bytes, activation_memory
 from willitscale.memory.buffers import DeepSpeedOptions, framework_buffers
-from willitscale.memory.device import RESERVED_RATIO, verdict_codes
+from willitscale.memory.device import reserved_ratio, verdict_codes
 from willitscale.memory.frameworks import StateBytes
 from willitscale.workload.flops import RECOMPUTE
 from willitscale.workload.recompute import layer_share
@@ -80,6 +80,8 @@ class StageMemory:
     context: np.ndarray  #: CUDA context, per plan
     nccl: np.ndarray  #: NCCL's buffers, per plan
     known: bool  #: activations could be computed (a model shape was given)
+    #: the allocator's reserved peak over the allocated peak, per plan (memory.device)
+    reserve: np.ndarray
 
     @property
     def state(self) -> np.ndarray:
@@ -104,13 +106,13 @@ class StageMemory:
         """What nvidia-smi would show on a GPU of ``capacity`` bytes: the reserved peak (released
         under pressure, so at most what the GPU leaves it), the context and NCCL."""
         other = self.other[:, None]
-        reserved = np.minimum(RESERVED_RATIO * self.allocated,
+        reserved = np.minimum(self.reserve[:, None] * self.allocated,
                               np.maximum(capacity - other, self.allocated))
         return reserved + other
 
     def verdicts(self, limit) -> np.ndarray:
         """0 fits, 1 tight, 2 does not fit, per plan and column."""
-        return verdict_codes(self.allocated, self.other[:, None], limit)
+        return verdict_codes(self.allocated, self.other[:, None], limit, self.reserve[:, None])
 
 
 def _state(table: StateBytes, framework, zero, dense, expert, shard_dense, shard_expert):
@@ -145,7 +147,8 @@ def stage_memory(*, scenario, batch, settings: MemorySettings, params_dense, par
         foreach_adamw=settings.foreach_adamw)
     common = dict(weights=weights, gradients=gradients, master=master, optimizer=optimizer,
                   buffers=extra.communication, workspace=extra.workspace, step=extra.step,
-                  context=np.full(len(batch), settings.cuda_context), nccl=np.asarray(nccl, dtype=float))
+                  context=np.full(len(batch), settings.cuda_context), nccl=np.asarray(nccl, dtype=float),
+                  reserve=reserved_ratio(fw, zero) + np.zeros(len(batch)))
     if scenario.model is None:
         return StageMemory(activations=np.zeros(shape), known=False, **common)
 

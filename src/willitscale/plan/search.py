@@ -310,7 +310,8 @@ def search(scenario, *, gpus: int, global_batch: int, space: SearchSpace = Searc
         idx = valid[lo:lo + chunk * 4]
         res = run(ctx, batch.take(idx), memory_only=True)
         memory[idx] = res.memory_per_gpu
-        verdict[idx] = verdict_codes(res.allocated_per_gpu, res.memory.other, limit)
+        verdict[idx] = verdict_codes(res.allocated_per_gpu, res.memory.other, limit,
+                                     res.memory.reserve)
     capacity = scenario.cluster.gpu.memory
     oom = (reason == 0) & (verdict == 2)
     reason = np.where(oom, CODE["out_of_memory"], reason)

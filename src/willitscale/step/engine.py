@@ -186,7 +186,8 @@ class BatchResult:
     def verdict(self) -> np.ndarray:
         """Per plan: 0 fits, 1 tight, 2 does not fit (memory.device), the rule of estimate and
         plan."""
-        return verdict_codes(self.allocated_per_gpu, self.memory.other, self.memory_limit)
+        return verdict_codes(self.allocated_per_gpu, self.memory.other, self.memory_limit,
+                             self.memory.reserve)
 
     @property
     def fits(self) -> np.ndarray:
