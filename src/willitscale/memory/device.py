@@ -27,7 +27,7 @@
 Verdicts, with ``need = allocated peak + context + NCCL`` against the GPU's memory (times
 ``--memory-fraction``, 1 by default):
 
-* **fits**: what the caching allocator typically reserves, :data:`RESERVED_RATIO` x the
+* **fits**: what the caching allocator typically reserves, :func:`reserved_ratio` x the
   allocated peak, plus context and NCCL, is within it (what nvidia-smi would show);
 * **tight**: ``need`` is within it, the typical reserve is not: it runs if the allocator can
   give back its cache (cudaMalloc retries, or ``expandable_segments:True``), and may fail on

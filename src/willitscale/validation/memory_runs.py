@@ -155,5 +155,30 @@ def _print_report() -> None:  # pragma: no cover - the command docs/memory.md na
               f"within 10%: {s.within_10}")
 
 
+def _print_breakdown() -> None:  # pragma: no cover - the command docs/memory.md names
+    """Each measured row's predicted components (documented knobs) next to the measurement."""
+    gib = 2 ** 30
+    print("| id | framework, ZeRO | weights | grads | master | optimizer | activations | buffers "
+          "| workspace | step temps | allocated | reserve | context | NCCL | predicted | measured "
+          "| (measured - context - NCCL) / allocated |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for run in memory_runs():
+        if run.measured is None:
+            continue
+        plan_settings = {**run.settings, **run.documented}
+        m = estimate(build_scenario(plan_settings), allow_oom=True).memory
+        parts = (m.weights, m.gradients, m.master, m.optimizer, m.activations or 0.0, m.buffers,
+                 m.workspace, m.step, m.allocated)
+        predicted = m.allocated if run.quantity == "max_memory_allocated" else m.device
+        other = 0.0 if run.quantity == "max_memory_allocated" else m.context + m.nccl
+        print(f"| {run.id} | {m.framework} {plan_settings.get('zero', 0)} | "
+              + " | ".join(f"{x / gib:.2f}" for x in parts)
+              + f" | {m.reserved_ratio:g} | {m.context / gib:.2f} | {m.nccl / gib:.2f} | "
+              f"{predicted / gib:.2f} | {run.measured / gib:.2f} | "
+              f"{(run.measured - other) / m.allocated:.3f} |")
+
+
 if __name__ == "__main__":
-    _print_report()
+    import sys
+
+    _print_breakdown() if "--breakdown" in sys.argv[1:] else _print_report()
