@@ -57,6 +57,10 @@ def test_deepspeed_stages_shard_as_zero_says():
     assert per_param(bf16, "deepspeed", 0, d) == pytest.approx(2 + 2 + 4 + 12 / d)
     # bf16 with ZeRO-1 is the ZeRO optimizer in bf16, the same layout as fp16: 4 + 12/d
     assert per_param(bf16, "deepspeed", 1, d) == pytest.approx(4 + 12 / d)
+    # ZeRO stores gradients in the weights' dtype (stage_1_and_2.py dtype=self.dtype): an fp32
+    # reduction (--grad-reduce-dtype fp32) changes the wire, not the 2 bytes kept
+    assert per_param(state_bytes_table("bf16", 4), "deepspeed", 1, d) == pytest.approx(4 + 12 / d)
+    assert per_param(state_bytes_table("bf16", 4), "deepspeed", 2, d) == pytest.approx(2 + 14 / d)
     # fp16 with ZeRO off (FP16_Optimizer) shards nothing: still 16
     assert per_param(state_bytes_table("fp16", 2), "deepspeed", 0, 1) == 16
 

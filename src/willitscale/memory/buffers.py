@@ -34,10 +34,14 @@ parameters.
 **Optimizer step temporaries** (after the activations are freed): DeepSpeed's 16-bit stage 1/2
 hands the optimizer an fp32 copy of the rank's gradient partition (``single_grad_partition``,
 ``4 / d`` per parameter); its fp16 stage 0 optimizer (``FP16_Optimizer``, what DeepSpeed wraps a
-fused Adam in) builds ``_flatten_dense_tensors([... p.grad.to(fp32) for p in group])``: a list of
+fused Adam in: ``engine.py`` @3293cf7 ``_configure_fp16_optimizer``, ``fused_opts =
+(apex.optimizers.FusedAdam, FusedAdam)``; Megatron-DeepSpeed passes apex's FusedAdam,
+``megatron/optimizer/__init__.py`` @541b967) builds ``_flatten_dense_tensors([... p.grad.to(fp32) for p in group])``: a list of
 fp32 copies of every gradient and their flat concatenation are alive together while the fp16
 gradients still are, ``8`` bytes per parameter (``runtime/fp16/fused_optimizer.py`` @3293cf7 =
-v0.5.10, ``step``); the BF16 optimizer hands Adam a view of its fp32 accumulator (none); PyTorch's
+v0.5.10, ``step``). Another optimizer gets ``FP16_UnfusedOptimizer``, which keeps one fp32
+gradient per parameter, 4 bytes (not modelled: BigScience's 2021 logs that ran it,
+``experiments/gpt2-meg-ds-3d``, peak at 20.1 B/param on their late stages, 16 + 4); the BF16 optimizer hands Adam a view of its fp32 accumulator (none); PyTorch's
 default foreach AdamW (``--optimizer adamw-foreach``, ddp and fsdp) allocates
 ``exp_avg_sq.sqrt()`` out of place, 4 bytes per parameter it updates.
 """

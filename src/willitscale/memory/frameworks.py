@@ -24,7 +24,8 @@ ddp          0       PyTorch DDP + ``torch.autocast``: fp32 weights, fp32 gradie
 ===========  ======  ============================================================================
 
 Bytes per parameter of each part, ``h`` the weights' 16-bit width (4 for fp32 training), ``g``
-the gradients' width (``--grad-reduce-dtype``: what is reduced is what is stored), ``d`` the
+the gradients' width (``--grad-reduce-dtype``: what is reduced is what is stored; DeepSpeed
+stores the weights' width whatever it reduces in), ``d`` the
 shard group (sources in ``SOURCES``; derivations in docs/memory.md):
 
 =========================  =========  ============  ==============  =========
@@ -33,11 +34,11 @@ framework, stage           weights    gradients     master          optimizer
 megatron 0                 h          g (+4 if g<4) 4 (0 if fp32)   8
 megatron 1 (dist. opt.)    h          g (+4/d)      4/d             8/d
 fsdp 2, 3                  4/d        4/d           0               8/d
-deepspeed 0                h          g             4               8
+deepspeed 0                h          h             4               8
 deepspeed 0, bf16          h          h + 4         4/d             8/d
-deepspeed 1                h          g             4/d             8/d
-deepspeed 2                h          g/d           4/d             8/d
-deepspeed 3                h/d        g/d           4/d             8/d
+deepspeed 1                h          h             4/d             8/d
+deepspeed 2                h          h/d           4/d             8/d
+deepspeed 3                h/d        h/d           4/d             8/d
 ddp 0                      4          4             0               8
 =========================  =========  ============  ==============  =========
 
@@ -163,7 +164,12 @@ def _deepspeed(zero: int, h: float, g: float, bf16: bool):
         # the BF16 optimizer: bf16 gradients + an unsharded fp32 accumulator; its fp32 master
         # and Adam states are partitioned over the data-parallel group (bf16_optimizer.py)
         return _row(weights, (h + 4.0, 0), (0, master), (0, 8))
-    grads = (0, g) if zero >= 2 else (g, 0)
+    # ZeRO keeps gradients in the weights' dtype whatever the reduction's dtype: param.grad of
+    # the 16-bit weights, stage_1_and_2.py's ``grads_in_partition`` and ipg buffers, stage3.py's
+    # partitions, all ``dtype=self.dtype`` (``communication_data_type`` only casts for the
+    # collective); ``g`` is the wire width, not the storage
+    del g
+    grads = (0, h) if zero >= 2 else (h, 0)
     if zero == 0:
         return _row(weights, grads, (master, 0), (8, 0))
     return _row(weights, grads, (0, master), (0, 8))
