@@ -35,6 +35,7 @@ import numpy as np
 
 from willitscale.collectives.algorithms import NCCL_ALGORITHMS
 from willitscale.collectives.choice import fastest
+from willitscale.collectives.line_time import with_contention
 from willitscale.collectives.lines import cluster_links, collective_lines, line_time
 from willitscale.collectives.network import Hierarchy, LinkCost
 from willitscale.estimation.result import CommReport
@@ -134,7 +135,8 @@ class GradientAllReduce:
         if self.backend == "nccl":
             return (f"NCCL v2.30's tuning model picks the algorithm and protocol over {where}; the "
                     "time is what that pair achieves (NCCL's terms corrected to published "
-                    "nccl-tests sweeps, docs/collectives.md)")
+                    "nccl-tests sweeps, docs/collectives.md)"
+                    + (f"; {self.flow_name}" if self.flow_name else ""))
         if self.backend == "gloo":
             return (f"ProcessGroupGloo runs a ring all-reduce over TCP on {where} (one alpha per "
                     "ring step: 2(n-1) of them), whatever the size")
@@ -171,17 +173,25 @@ def gradient_allreduce(scenario: Scenario, gradient_bytes: float, links=None) ->
 
     links = links or cluster_links(scenario)
     measured = scenario.measured
-    flow = flow_name = None
-    if scenario.network is not None and measured.allreduce_time is None and scenario.plan.dp > 1:
-        flow, flow_name = scenario.network.all_reduce_model(scenario.cluster), scenario.network.describe()
+    flow_name = ""
     lines = None
     if links.backend in ("nccl", "gloo") and scenario.plan.dp > 1:
         plan = scenario.plan
         deg = {k: np.array([getattr(plan, k)]) for k in ("tp", "cp", "ep", "dp", "pp")}
         place = group_placement("dp", deg, links.gpus_per_node, scenario.options.rank_order)
         lines = collective_lines("all_reduce", place, links)
+    network = None
+    if lines is not None and scenario.network is not None:  # as the engine runs it
+        from willitscale.step.network import network_for
+
+        network = network_for(scenario)
+    if network is not None and hasattr(network, "plan_flow"):
+        flow = network.plan_flow(scenario)
+        slowdown = 1.0 if flow is None else flow.slowdown("dp_ar")
+        lines = with_contention(lines, slowdown)
+        flow_name = f"{network.describe()}: the fabric slows its bytes x{slowdown:.3g}"
     return GradientAllReduce(
-        flow=flow, flow_name=flow_name or "", backend=links.backend, lines=lines,
+        flow_name=flow_name, backend=links.backend, lines=lines,
         ranks=scenario.plan.dp, nodes=scenario.cluster.nodes, gpus_per_node=links.gpus_per_node,
         intra_bandwidth=links.intra_bandwidth, intra_latency=links.intra_latency,
         inter_bandwidth=links.inter_bandwidth, inter_latency=links.inter_latency,

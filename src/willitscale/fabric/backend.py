@@ -43,11 +43,11 @@ class FlowNetwork:
         if self.routing not in ROUTINGS:
             raise ConfigError("routing", self.routing, "one of " + ", ".join(ROUTINGS))
 
-    def build(self, cluster):
-        """The :class:`~willitscale.topology.graph.Topology` of ``cluster`` on this fabric."""
+    def build(self, cluster, *, links=None):
+        """The :class:`~willitscale.topology.graph.Topology` of ``cluster`` on this fabric;
+        ``links`` (:class:`~willitscale.topology.links.FabricLinks`) replace the node's."""
 
-
-        params = {}
+        params = {} if links is None else {"links": links}
         if self.topology == "fat-tree":
             k = 2
             while k * leaf_ports(k, self.oversubscription)[0] < cluster.gpus:
