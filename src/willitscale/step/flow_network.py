@@ -65,9 +65,6 @@ __all__ = ["REFERENCE_SIZE", "GroupFlow", "StepFlow", "SimulatedNetwork", "step_
 
 #: bytes of each group's collective in the simulation (nccl-tests' size convention)
 REFERENCE_SIZE = 1e9
-#: a batch with more distinct geometries than this is simulated for its first ones only; the
-#: rest keep the analytic lines (a planner sweep: rank analytically, then estimate with flow)
-MAX_GEOMETRIES = 16
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,11 +207,14 @@ def _ring(op: str, members: np.ndarray, gpn: int, leaves: bool, size: float) -> 
                   key=np.concatenate(key), repeat=step, latency_mode="mean", label=f"ring {op}")]
 
 
-def _stream(key: str, geometry: tuple, order: tuple) -> tuple[Stream, int, int, bool]:
-    """The stream of ``key``'s collective over all its groups: (stream, groups, ranks, leaves)."""
+def _stream(key: str, geometry: tuple, order: tuple) -> tuple[Stream, int, int, bool] | None:
+    """The stream of ``key``'s collective over all its groups: (stream, groups, ranks, leaves);
+    None for groups of one rank (e.g. a hybrid shard group of one GPU per node)."""
     gpn = geometry[-1]
     kind, op = GROUPS[key]
     members = np.sort(_members(key, geometry, order), axis=1)
+    if members.shape[1] < 2:
+        return None
     leaves = bool(np.any(members // gpn != (members[:, :1] // gpn)))
     count, ranks = members.shape
     size = REFERENCE_SIZE
@@ -303,13 +303,16 @@ def step_flow(fabric: FlowNetwork, links: FabricLinks, nodes: int, gpus_per_node
               geometry: tuple, order: tuple) -> StepFlow:
     """Simulate every concurrent set of groups of one geometry (see the module docstring).
 
-    ``geometry`` = (tp, cp, ep, dp, pp, zero, hybrid, sequence parallel, tied and pp > 1, GPUs
-    per node)."""
+    ``geometry`` = (tp, cp, ep, dp, pp, ZeRO > 0, hybrid, sequence parallel, tied and pp > 1,
+    GPUs per node)."""
     real, ideal = _fabrics(fabric, links, nodes, gpus_per_node)
     routing = parse_routing(fabric.routing, seed=fabric.seed)
     out, sets = {}, []
     for group_set in concurrent_sets(used_groups(geometry)):
-        made = [_stream(k, geometry, order) for k in group_set]
+        made = [m for m in (_stream(k, geometry, order) for k in group_set) if m is not None]
+        if not made:
+            continue
+        group_set = tuple(m[0].name for m in made)
         traffic = Traffic([m[0] for m in made])
         res = simulate(real, traffic, routing)
         ref = res.stream_times
@@ -342,7 +345,8 @@ def _geometries(terms, b, gpus_per_node: int):
     hybrid = np.asarray(b.shard_node & (b.zero >= 1), dtype=int)
     tied = np.asarray((b.pp >= 2) & bool(t.tied) & bool(t.has_shape), dtype=int)
     gpn = np.full(len(b), gpus_per_node)
-    cols = [b.tp, b.cp, b.ep, b.dp, b.pp, b.zero, hybrid, np.asarray(b.sequence_parallel, dtype=int), tied, gpn]
+    sharded = np.minimum(b.zero, 1)  # ZeRO 1, 2 and 3 shard over the same groups
+    cols = [b.tp, b.cp, b.ep, b.dp, b.pp, sharded, hybrid, np.asarray(b.sequence_parallel, dtype=int), tied, gpn]
     table = np.stack([np.asarray(c, dtype=np.int64).reshape(-1) for c in cols], axis=1)
     unique, inverse = np.unique(table, axis=0, return_inverse=True)
     return [tuple(int(x) for x in row) for row in unique], inverse.reshape(-1)
@@ -360,8 +364,10 @@ class SimulatedNetwork:
         links = FabricLinks.from_node(node, nic_latency=0.0, nvlink_latency=0.0, switch_latency=0.0)
         return links, self.cluster.nodes, node.gpus_per_node
 
-    def flows(self, ctx, b) -> tuple[list[StepFlow | None], np.ndarray]:
-        """The simulation of each distinct geometry (None past :data:`MAX_GEOMETRIES`)."""
+    def flows(self, ctx, b) -> tuple[list[StepFlow], np.ndarray]:
+        """The simulation of each distinct geometry of ``b`` and each plan's index into them
+        (every geometry is simulated: the planner sweeps analytically and re-estimates its
+        best plans with this network, :func:`willitscale.plan.search.search`)."""
         return self._flows(ctx.terms, b, tuple(ctx.scenario.options.rank_order))
 
     def plan_flow(self, scenario) -> StepFlow | None:
@@ -376,23 +382,19 @@ class SimulatedNetwork:
     def _flows(self, terms, b, order):
         key = self._key()
         unique, inverse = _geometries(terms, b, key[2])
-        out = [step_flow(self.fabric, *key, g, order) if i < MAX_GEOMETRIES else None
-               for i, g in enumerate(unique)]
-        return out, inverse
+        return [step_flow(self.fabric, *key, g, order) for g in unique], inverse
 
     def lines(self, ctx, batch, places: dict) -> dict:
         lines = analytic_lines(ctx, batch, places)
         flows, inverse = self.flows(ctx, batch)
         for key in lines:
-            factor = np.array([1.0 if f is None else f.slowdown(key) for f in flows])[inverse]
+            factor = np.array([f.slowdown(key) for f in flows])[inverse]
             lines[key] = with_contention(lines[key], factor)
         return lines
 
     def report(self, ctx, batch, places: dict) -> dict | None:
         flows, inverse = self.flows(ctx, batch)
         flow = flows[int(inverse[0])]
-        if flow is None:
-            return None
         links = step_links(flow)
         return {"backend": "flow", "fabric": self.describe(), "size_bytes": REFERENCE_SIZE,
                 "simulations": flow.simulations,
