@@ -94,7 +94,7 @@ class GroupFlow:
                 "links": list(rows), "busiest_link": hottest}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class StepFlow:
     """Every simulated group of one geometry; ``groups`` by key (the key's own set)."""
 
@@ -299,39 +299,56 @@ def _link_table(topology, traffic, routing, result) -> list[tuple[tuple[dict, ..
 
 
 @lru_cache(maxsize=256)
+def _set_flow(fabric: FlowNetwork, links: FabricLinks, nodes: int, gpus_per_node: int,
+              group_set: tuple[str, ...], layout: tuple, order: tuple):
+    """One concurrent set simulated on the fabric and, when it leaves a node, on the ideal one:
+    (streams made, traffic, result, ideal stream times, whether the ideal one was simulated).
+    ``layout`` is a geometry whose ZeRO, sequence-parallel and tied entries are 0 (the members
+    of a group do not depend on them), so plans that differ only there share the simulation."""
+    made = [m for m in (_stream(k, layout, order) for k in group_set) if m is not None]
+    if not made:
+        return None
+    real, ideal = _fabrics(fabric, links, nodes, gpus_per_node)
+    traffic = Traffic([m[0] for m in made])
+    res = simulate(real, traffic, parse_routing(fabric.routing, seed=fabric.seed))
+    leaves = any(m[3] for m in made)
+    # NVLink only: the ideal fabric has the same servers, so the same times
+    ref = simulate(ideal, traffic, parse_routing("ecmp")).stream_times if leaves else res.stream_times
+    return made, traffic, res, ref, leaves
+
+
+@lru_cache(maxsize=256)
 def step_flow(fabric: FlowNetwork, links: FabricLinks, nodes: int, gpus_per_node: int,
               geometry: tuple, order: tuple) -> StepFlow:
     """Simulate every concurrent set of groups of one geometry (see the module docstring).
 
     ``geometry`` = (tp, cp, ep, dp, pp, ZeRO > 0, hybrid, sequence parallel, tied and pp > 1,
     GPUs per node)."""
-    real, ideal = _fabrics(fabric, links, nodes, gpus_per_node)
-    routing = parse_routing(fabric.routing, seed=fabric.seed)
+    tp, cp, ep, dp, pp, _, hybrid, _, _, gpn = geometry
+    layout = (tp, cp, ep, dp, pp, 0, hybrid, 0, 0, gpn)
     out, sets = {}, []
     for group_set in concurrent_sets(used_groups(geometry)):
-        made = [m for m in (_stream(k, geometry, order) for k in group_set) if m is not None]
-        if not made:
+        done = _set_flow(fabric, links, nodes, gpus_per_node, group_set, layout, order)
+        if done is None:
             continue
-        group_set = tuple(m[0].name for m in made)
-        traffic = Traffic([m[0] for m in made])
-        res = simulate(real, traffic, routing)
-        ref = res.stream_times
-        if any(m[3] for m in made):  # else NVLink only: the ideal fabric has the same servers
-            ref = simulate(ideal, traffic, parse_routing("ecmp")).stream_times
-        sets.append((group_set, traffic, res, ref is not res.stream_times))
+        made, traffic, res, ref, ideal = done
+        names = tuple(m[0].name for m in made)
+        sets.append((names, traffic, res, ideal))
         for stream, count, ranks, leaves in made:
             key = stream.name
             if key in out:
                 continue
             kind, op = GROUPS[key]
             out[key] = GroupFlow(key=key, kind=kind, op=op, groups=count, ranks=ranks, leaves_node=leaves,
-                                 simulated_with=tuple(k for k in group_set if k != key),
+                                 simulated_with=tuple(k for k in names if k != key),
                                  time=float(res.stream_times[key]), ideal=float(ref[key]))
-    return StepFlow(groups=out, sets=tuple(sets), routing=routing)
+    return StepFlow(groups=out, sets=tuple(sets), routing=parse_routing(fabric.routing, seed=fabric.seed))
 
 
+@lru_cache(maxsize=256)
 def step_links(flow: StepFlow) -> dict[str, tuple[tuple[dict, ...], dict | None]]:
-    """Per group key: the link table of its own concurrent set (:func:`_link_table`)."""
+    """Per group key: the link table of its own concurrent set (:func:`_link_table`); cached
+    (a StepFlow hashes by identity)."""
     out = {}
     for group_set, traffic, res, _ in flow.sets:
         for key, row in zip(group_set, _link_table(res.topology, traffic, flow.routing, res)):
