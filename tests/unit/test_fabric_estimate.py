@@ -10,7 +10,7 @@ from willitscale.collectives.lines import cluster_links, collective_lines
 from willitscale.estimation.comms import gradient_allreduce
 from willitscale.fabric import FlowNetwork
 from willitscale.scenario.build import build_scenario
-from willitscale.step.network import network_for
+from willitscale.step.flow_network import network_for
 from willitscale.topology.placement import group_placement
 
 SETTINGS = {"preset": "dgx-h100", "nodes": 2, "model": "gpt2-xl", "micro_batch": 4}

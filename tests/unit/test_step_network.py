@@ -7,9 +7,11 @@ from willitscale.collectives.line_time import CollectiveLines, line_time, select
 from willitscale.scenario.batch import PlanBatch
 from willitscale.scenario.build import build_scenario
 from willitscale.step import flow_network as fn
+from willitscale.step import group_traffic as gt
 from willitscale.step.engine import make_context
 from willitscale.step.evaluate import run
-from willitscale.step.network import GROUPS, AnalyticNetwork, Network, network_for
+from willitscale.step.flow_network import network_for
+from willitscale.step.network import GROUPS, AnalyticNetwork, Network
 from willitscale.topology.links import FabricLinks
 
 LLAMA = {"model": "llama2-7b", "preset": "dgx-h100", "nodes": 2, "global_batch": 32, "micro_batch": 1,
@@ -53,9 +55,9 @@ def test_contention_slows_the_bytes_term_only_and_keeps_the_pick():
 
 def test_groups_used_and_simulated_together():
     # tp 2, pp 2, dp 4, ZeRO-1, sequence parallel, tied embedding, 8 GPUs per node
-    used = fn.used_groups((2, 1, 1, 4, 2, 1, 0, 1, 1, 8))
+    used = gt.used_groups((2, 1, 1, 4, 2, 1, 0, 1, 1, 8))
     assert used == ("tp_reduce_scatter", "tp_all_gather", "pp", "emb", "shard_rs", "shard_ag")
-    assert fn.concurrent_sets(used) == [("tp_reduce_scatter",), ("tp_all_gather",), ("pp",),
+    assert gt.concurrent_sets(used) == [("tp_reduce_scatter",), ("tp_all_gather",), ("pp",),
                                         ("shard_rs", "emb", "pp"), ("shard_ag",)]
 
 

@@ -182,7 +182,7 @@ def gradient_allreduce(scenario: Scenario, gradient_bytes: float, links=None) ->
         lines = collective_lines("all_reduce", place, links)
     network = None
     if lines is not None and scenario.network is not None:  # as the engine runs it
-        from willitscale.step.network import network_for
+        from willitscale.step.flow_network import network_for
 
         network = network_for(scenario)
     if network is not None and hasattr(network, "plan_flow"):

@@ -42,7 +42,7 @@ from willitscale.memory.frameworks import convention_table, state_bytes_table
 from willitscale.memory.stage import MemorySettings
 from willitscale.memory.state import get_convention
 from willitscale.step.data import _layer_split
-from willitscale.step.network import network_for
+from willitscale.step.network import AnalyticNetwork
 from willitscale.workload.params import norm_params
 from willitscale.workload.stages import model_terms
 
@@ -91,7 +91,17 @@ def make_context(scenario) -> Context:
                    grad_bytes=scenario.ddp.grad_bytes,
                    convention=scenario.memory_convention, memory=memory_settings(scenario),
                    layer_fixed=fixed, expert_share=share,
-                   spec=spec, network=network_for(scenario))
+                   spec=spec, network=_network(scenario))
+
+
+def _network(scenario):
+    """The :class:`~willitscale.step.network.Network` of ``scenario``; the flow backend (and the
+    simulator it imports) only with ``--network flow``."""
+    if scenario.network is None:
+        return AnalyticNetwork()
+    from willitscale.step.flow_network import network_for
+
+    return network_for(scenario)
 
 
 def per_op_spec(scenario):

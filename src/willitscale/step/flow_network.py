@@ -50,21 +50,18 @@ from functools import lru_cache
 import numpy as np
 
 from willitscale.collectives.line_time import with_contention
+from willitscale.collectives.phases import Traffic
 from willitscale.fabric.backend import FlowNetwork
 from willitscale.fabric.simulator import simulate
-from willitscale.collectives.phases import Phase, Stream, Traffic
-from willitscale.step.network import GROUPS, analytic_lines
+from willitscale.step.group_traffic import REFERENCE_SIZE, concurrent_sets, group_stream, used_groups
+from willitscale.step.network import GROUPS, AnalyticNetwork, Network, analytic_lines
 from willitscale.topology.clos import add_servers
 from willitscale.topology.graph import TopologyBuilder
 from willitscale.topology.links import FabricLinks
-from willitscale.topology.placement import group_members
 from willitscale.topology.routing import Router, parse_routing
 
-__all__ = ["REFERENCE_SIZE", "GroupFlow", "StepFlow", "SimulatedNetwork", "step_flow", "step_links",
-           "used_groups", "concurrent_sets"]
+__all__ = ["GroupFlow", "StepFlow", "SimulatedNetwork", "network_for", "step_flow", "step_links"]
 
-#: bytes of each group's collective in the simulation (nccl-tests' size convention)
-REFERENCE_SIZE = 1e9
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,127 +107,6 @@ class StepFlow:
     def slowdown(self, key: str) -> float:
         g = self.groups.get(key)
         return 1.0 if g is None else g.slowdown
-
-
-def used_groups(geometry: tuple) -> tuple[str, ...]:
-    """The group keys a plan of ``geometry`` communicates in (groups of more than one rank)."""
-    tp, cp, ep, dp, pp, zero, hybrid, sp, tied, gpn = geometry
-    used = []
-    if tp > 1:
-        used += ["tp_reduce_scatter", "tp_all_gather"] if sp else ["tp_all_reduce"]
-        if pp > 1 and not sp:
-            used.append("tp_all_gather")  # the pipeline's scatter/gather
-    used += [k for k, on in (("cp", cp > 1), ("ep", ep > 1), ("pp", pp > 1), ("emb", pp > 1 and tied)) if on]
-    grads = cp * dp > 1
-    egrads = ep > 1 and cp * dp // ep > 1
-    if zero == 0:
-        used += [k for k, on in (("dp_ar", grads), ("edp_ar", egrads)) if on]
-    else:
-        used += [k for k, on in (("shard_rs", grads), ("shard_ag", grads), ("replica", grads and hybrid),
-                                 ("eshard_rs", egrads), ("eshard_ag", egrads),
-                                 ("ereplica", egrads and hybrid)) if on]
-    return tuple(dict.fromkeys(used))
-
-
-def concurrent_sets(used: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """The sets of groups simulated together (module docstring); a key's slowdown comes from
-    the first set that holds it."""
-    sets = [(k,) for k in ("tp_all_reduce", "tp_reduce_scatter", "tp_all_gather", "cp", "ep", "pp")
-            if k in used]
-    grads = tuple(k for k in ("dp_ar", "edp_ar", "shard_rs", "eshard_rs", "replica", "ereplica", "emb", "pp")
-                  if k in used)
-    if grads and grads != ("pp",):
-        sets.append(grads)
-    weights = tuple(k for k in ("shard_ag", "eshard_ag") if k in used)
-    if weights:
-        sets.append(weights)
-    return sets
-
-
-def _split(groups: np.ndarray, gpn: int, hybrid: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(shard groups, replica groups) of gradient groups: hybrid sharding shards over a group's
-    members on one node and replicates across nodes; otherwise the group is the shard group."""
-    if not hybrid:
-        return groups, groups[:, :1]
-    rows = []
-    cols = []
-    for g in groups:
-        per_node = np.split(g, np.flatnonzero(np.diff(g // gpn)) + 1)
-        block = np.stack(per_node)  # (nodes, members per node): an even placement
-        rows.append(block)
-        cols.append(block.T)
-    return np.concatenate(rows), np.concatenate(cols)
-
-
-def _members(key: str, geometry: tuple, order: tuple) -> np.ndarray:
-    tp, cp, ep, dp, pp, zero, hybrid, sp, tied, gpn = geometry
-    deg = {"tp": tp, "cp": cp, "ep": ep, "dp": dp, "pp": pp}
-    kind = GROUPS[key][0]
-    if key == "emb":
-        g = group_members("pp", deg, order)
-        return g[:, [0, -1]]
-    if kind in ("shard", "replica", "eshard", "ereplica"):
-        base = group_members("edp" if kind.startswith("e") else "dp", deg, order)
-        shard, replica = _split(base, gpn, hybrid)
-        return shard if kind.endswith("shard") else replica
-    return group_members(kind, deg, order)
-
-
-def _snake(members: np.ndarray, gpn: int) -> np.ndarray:
-    """Ring orders (groups x ranks) whose server-to-server hops join GPUs of one local index (one
-    rail): every other server's run of members reversed. Members sorted, placed evenly."""
-    per_node = int(np.bincount(members[0] // gpn).max())
-    runs = members.reshape(members.shape[0], -1, per_node).copy()
-    runs[:, 1::2] = runs[:, 1::2, ::-1]
-    return runs.reshape(members.shape)
-
-
-def _ring(op: str, members: np.ndarray, gpn: int, leaves: bool, size: float) -> list[Phase]:
-    """NCCL's ring over every group at once, one channel (ring) per member a group has on a
-    node when it leaves the node, channel ``k`` rotated by ``k`` inside every server so the
-    channels leave through different NICs (the snake's reversed runs by ``-k``), as
-    :func:`~willitscale.fabric.traffic.channel_orders` does for one group."""
-    count, n = members.shape
-    per_node = int(np.bincount(members[0] // gpn).max()) if leaves else 1
-    order = _snake(members, gpn) if leaves else members
-    runs = order.reshape(count, -1, per_node)
-    step = {"all_reduce": 2 * (n - 1), "reduce_scatter": n - 1, "all_gather": n - 1}[op]
-    src, dst, key = [], [], []
-    for k in range(per_node):
-        shift = np.where(np.arange(runs.shape[1]) % 2 == 1, -k, k)[None, :, None]
-        idx = (np.arange(per_node)[None, None, :] + shift) % per_node
-        ring = np.take_along_axis(runs, np.broadcast_to(idx, runs.shape), axis=2).reshape(count, n)
-        src.append(ring.reshape(-1))
-        dst.append(np.roll(ring, -1, axis=1).reshape(-1))
-        key.append(np.full(ring.size, k))
-    return [Phase(src=np.concatenate(src), dst=np.concatenate(dst), size=size / per_node / n,
-                  key=np.concatenate(key), repeat=step, latency_mode="mean", label=f"ring {op}")]
-
-
-def _stream(key: str, geometry: tuple, order: tuple) -> tuple[Stream, int, int, bool] | None:
-    """The stream of ``key``'s collective over all its groups: (stream, groups, ranks, leaves);
-    None for groups of one rank (e.g. a hybrid shard group of one GPU per node)."""
-    gpn = geometry[-1]
-    kind, op = GROUPS[key]
-    members = np.sort(_members(key, geometry, order), axis=1)
-    if members.shape[1] < 2:
-        return None
-    leaves = bool(np.any(members // gpn != (members[:, :1] // gpn)))
-    count, ranks = members.shape
-    size = REFERENCE_SIZE
-    if op == "send_recv":
-        if kind == "cp":  # every rank passes its block to the next around the ring
-            src, dst = members, np.roll(members, -1, axis=1)
-        else:  # every stage sends to the next
-            src, dst = members[:, :-1], members[:, 1:]
-        phases = [Phase(src=src.reshape(-1), dst=dst.reshape(-1), size=size, label=f"{key} sends")]
-    elif op == "all_to_all":
-        i, j = np.nonzero(~np.eye(ranks, dtype=bool))
-        phases = [Phase(src=members[:, i].reshape(-1), dst=members[:, j].reshape(-1), size=size / ranks,
-                        label="all_to_all")]
-    else:
-        phases = _ring(op, members, gpn, leaves, size)
-    return Stream(name=key, phases=tuple(phases)), count, ranks, leaves
 
 
 def _ideal(topology, links: FabricLinks):
@@ -305,7 +181,7 @@ def _set_flow(fabric: FlowNetwork, links: FabricLinks, nodes: int, gpus_per_node
     (streams made, traffic, result, ideal stream times, whether the ideal one was simulated).
     ``layout`` is a geometry whose ZeRO, sequence-parallel and tied entries are 0 (the members
     of a group do not depend on them), so plans that differ only there share the simulation."""
-    made = [m for m in (_stream(k, layout, order) for k in group_set) if m is not None]
+    made = [m for m in (group_stream(k, layout, order) for k in group_set) if m is not None]
     if not made:
         return None
     real, ideal = _fabrics(fabric, links, nodes, gpus_per_node)
@@ -419,3 +295,12 @@ class SimulatedNetwork:
 
     def describe(self) -> str:
         return self.fabric.describe()
+
+
+def network_for(scenario) -> Network:
+    """The backend of ``scenario``: flow-simulated with ``--network flow`` (unless a measured
+    all-reduce time replaces the network, or the cluster is one GPU), analytic otherwise."""
+    fabric = scenario.network
+    if fabric is None or scenario.measured.allreduce_time is not None or scenario.cluster.gpus < 2:
+        return AnalyticNetwork()
+    return SimulatedNetwork(fabric=fabric, cluster=scenario.cluster)

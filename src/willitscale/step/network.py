@@ -44,7 +44,7 @@ import numpy as np
 from willitscale.collectives.line_time import CollectiveLines
 from willitscale.collectives.lines import collective_lines
 
-__all__ = ["GROUPS", "Network", "AnalyticNetwork", "analytic_lines", "network_for"]
+__all__ = ["GROUPS", "Network", "AnalyticNetwork", "analytic_lines"]
 
 #: line key -> (placement kind, op), in the order the engine builds them
 GROUPS: dict[str, tuple[str, str]] = {
@@ -101,14 +101,3 @@ class AnalyticNetwork:
 
     def __repr__(self) -> str:
         return "AnalyticNetwork()"
-
-
-def network_for(scenario) -> Network:
-    """The backend of ``scenario``: flow-simulated with ``--network flow`` (unless a measured
-    all-reduce time replaces the network, or the cluster is one GPU), analytic otherwise."""
-    fabric = scenario.network
-    if fabric is None or scenario.measured.allreduce_time is not None or scenario.cluster.gpus < 2:
-        return AnalyticNetwork()
-    from willitscale.step.flow_network import SimulatedNetwork
-
-    return SimulatedNetwork(fabric=fabric, cluster=scenario.cluster)
