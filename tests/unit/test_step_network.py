@@ -95,3 +95,19 @@ def test_one_estimate_simulates_each_geometry_once():
     groups = {g["group"] for g in est.network["groups"]}
     assert {"tp_all_reduce", "pp", "shard_rs"} <= groups
     assert est.to_json()["network"]["backend"] == "flow"
+
+
+def test_trees_by_hand_and_per_column_slowdown():
+    # 4 DGX H100 nodes, tp 8, dp 4: eight DP groups of one GPU per node, each on its own NICs.
+    # Ring: 2 x 3 steps of 1e9 / 4 bytes over one NIC = 1.5e9 / nic. NCCL's double binary
+    # trees over ranks 0-3 (collectives/flows.py): tree 1 is 2 -> 0, 1 -> 2, 3 -> 2, tree 2 its
+    # mirror 2 -> 1, 3 -> 1, 0 -> 1; every edge carries 1e9 / 2 each way at once. Ranks 1 and 2
+    # each send (and receive) 4 such flows through their NIC, so every flow gets nic / 4 and
+    # the tree takes (1e9 / 2) / (nic / 4) = 2e9 / nic.
+    sc = _flow({**LLAMA, "nodes": 4, "tp": 8, "dp": 4}, topology="fat-tree", oversubscription=4)
+    dp = network_for(sc).plan_flow(sc).groups["dp_ar"]
+    nic = FabricLinks.from_node(sc.cluster.node).nic_bandwidth
+    assert dp.ideal == pytest.approx(1.5e9 / nic, rel=1e-12)
+    assert dp.tree_ideal == pytest.approx(2e9 / nic, rel=1e-12)
+    assert fn.column_patterns(("Tree/LL", "Ring/Simple", "NVLSTree/Simple", "double_binary_tree", "ring")) == (
+        "tree", "ring", "tree", "tree", "ring")

@@ -149,6 +149,9 @@ def _network(est, out) -> None:
         text = (f"  {g['group']} ({g['groups']} x {g['ranks']} ranks, {where}){with_}: "
                 f"{format_time(g['simulated_s'])} vs {format_time(g['ideal_s'])} ideal "
                 f"(x{g['slowdown']:.2f})")
+        if "tree_slowdown" in g:
+            text += (f"; as NCCL's trees {format_time(g['tree_simulated_s'])} vs "
+                     f"{format_time(g['tree_ideal_s'])} (x{g['tree_slowdown']:.2f})")
         hot = g.get("busiest_link")
         if hot and g["leaves_node"]:
             text += (f"; busiest {hot['link']} ({hot['tier']}, up to {hot['peak_flows']} flows at "

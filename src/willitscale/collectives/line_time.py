@@ -17,8 +17,8 @@ is the *achieved* time of :mod:`willitscale.collectives.nccl.run` for NCCL colum
 and the choice time itself for plain columns. Table rows marked ``affine`` (a simulated
 fabric's time for the group) take ``intercept + slope x S`` of their first column.
 
-``contention`` (per table row, default 1) multiplies the bytes term ``T`` of the *achieved*
-time only: a simulated fabric's slowdown of the group's transfers
+``contention`` (per table row and column, default 1) multiplies the bytes term ``T`` of the
+*achieved* time only: a simulated fabric's slowdown of the group's transfers
 (:mod:`willitscale.step.flow_network`). The choice is made without it, as NCCL picks by its
 own tuning model, which does not see the fabric's other traffic.
 
@@ -81,7 +81,8 @@ class CollectiveLines:
     tolerance: float = DEFAULT_TOLERANCE
     geometry: np.ndarray | None = None  #: (plans,) table row of each plan
     affine: np.ndarray | None = None  #: (rows,) rows timed by their first column's plain line
-    #: (rows,) factor >= 1 on the achieved bytes term (a simulated fabric's slowdown); None: 1
+    #: (rows, columns) factor >= 1 on the achieved bytes term (a simulated fabric's slowdown of
+    #: the candidate's traffic pattern); None: 1
     contention: np.ndarray | None = None
 
     @property
@@ -98,7 +99,7 @@ class CollectiveLines:
                        plugin=np.zeros(shape) if self.plugin is None else self.plugin,
                        terms=LineTerms.plain(shape[1]) if self.terms is None else self.terms,
                        affine=np.zeros(shape[0], dtype=bool) if self.affine is None else self.affine,
-                       contention=np.ones(shape[0]) if self.contention is None else self.contention,
+                       contention=np.ones(shape) if self.contention is None else self.contention,
                        geometry=self.rows_of_plans())
 
 
@@ -129,7 +130,7 @@ def _evaluate(lines: CollectiveLines, rows: np.ndarray, s: np.ndarray):
     else:
         index = np.argmin(choice, axis=1)  # strict: ties to the first column, as NCCL
     at = np.arange(len(s))
-    c = 1.0 if lines.contention is None else lines.contention[rows]
+    c = 1.0 if lines.contention is None else lines.contention[rows, index]
     if terms is None:
         time = L[at, index] + T[at, index] * c
     else:
@@ -191,7 +192,7 @@ def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLine
     if a.algorithms == b.algorithms and a.terms is None and b.terms is None:
         affine = None if a.affine is None and b.affine is None else np.concatenate([a.full().affine,
                                                                                     b.full().affine])
-        contention = None if a.contention is None and b.contention is None else np.concatenate(
+        contention = None if a.contention is None and b.contention is None else np.vstack(
             [a.full().contention, b.full().contention])
         return replace(a, intercept=np.vstack([a.intercept, b.intercept]),
                        slope=np.vstack([a.slope, b.slope]), geometry=geometry, affine=affine,
@@ -207,7 +208,7 @@ def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLine
         intercept=block(a.intercept, b.intercept, np.inf), slope=block(a.slope, b.slope, 0.0),
         plateau=block(a.plateau, b.plateau, np.inf), plugin=block(a.plugin, b.plugin, 0.0),
         terms=a.terms.join(b.terms), geometry=geometry, affine=np.concatenate([a.affine, b.affine]),
-        contention=np.concatenate([a.contention, b.contention]))
+        contention=block(a.contention, b.contention, 1.0))
 
 
 def affine_rows(lines: CollectiveLines, rows, fixed, per_byte) -> CollectiveLines:
@@ -223,24 +224,27 @@ def affine_rows(lines: CollectiveLines, rows, fixed, per_byte) -> CollectiveLine
                    plateau=np.vstack([out.plateau, extra(np.inf, np.inf)]),
                    plugin=np.vstack([out.plugin, extra(0.0, 0.0)]),
                    affine=np.concatenate([out.affine, [True]]),
-                   contention=np.concatenate([out.contention, [1.0]]), geometry=geometry)
+                   contention=np.vstack([out.contention, np.ones((1, columns))]), geometry=geometry)
 
 
 def with_contention(lines: CollectiveLines, factor) -> CollectiveLines:
-    """``lines`` with each plan's bytes term slowed ``factor`` times (an array (plans,) or a
-    scalar): one table row per distinct (row, factor) pair, so plans keep sharing rows."""
+    """``lines`` with each plan's bytes term slowed ``factor`` times: a scalar, an array
+    (plans,) or (plans, columns) (a slowdown per candidate's traffic pattern). One table row per
+    distinct (row, factors) pair, so plans keep sharing rows."""
     rows = lines.rows_of_plans()
-    f = np.broadcast_to(np.asarray(factor, dtype=float), rows.shape)
+    columns = lines.intercept.shape[1]
+    f = np.asarray(factor, dtype=float)
+    f = np.broadcast_to(f[:, None] if f.ndim == 1 else f, (rows.size, columns))
     if np.all(f == 1.0):
         return lines
     base = lines.full()
-    old = base.contention[rows] * f
-    pairs = np.stack([rows.astype(float), old], axis=1)
-    unique, inverse = np.unique(pairs, axis=0, return_inverse=True)
-    keep = unique[:, 0].astype(np.int64)
+    new = base.contention[rows] * f
+    unique, keep, inverse = np.unique(np.column_stack([rows.astype(float), new]), axis=0,
+                                      return_index=True, return_inverse=True)
+    keep = rows[keep]
     return replace(base, intercept=base.intercept[keep], slope=base.slope[keep],
                    plateau=base.plateau[keep], plugin=base.plugin[keep], affine=base.affine[keep],
-                   contention=unique[:, 1], geometry=inverse.reshape(-1))
+                   contention=unique[:, 1:], geometry=inverse.reshape(-1))
 
 
 def pair_time(lines_a: CollectiveLines, size_a, lines_b: CollectiveLines, size_b):

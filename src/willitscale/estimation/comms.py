@@ -187,9 +187,13 @@ def gradient_allreduce(scenario: Scenario, gradient_bytes: float, links=None) ->
         network = network_for(scenario)
     if network is not None and hasattr(network, "plan_flow"):
         flow = network.plan_flow(scenario)
-        slowdown = 1.0 if flow is None else flow.slowdown("dp_ar")
-        lines = with_contention(lines, slowdown)
-        flow_name = f"{network.describe()}: the fabric slows its bytes x{slowdown:.3g}"
+        from willitscale.step.flow_network import column_patterns
+
+        ring, tree = flow.slowdown("dp_ar"), flow.slowdown("dp_ar", "tree")
+        lines = with_contention(lines, np.array([[tree if p == "tree" else ring
+                                                  for p in column_patterns(lines.algorithms)]]))
+        flow_name = (f"{network.describe()}: the fabric slows its bytes x{ring:.3g} as rings, "
+                     f"x{tree:.3g} as trees")
     return GradientAllReduce(
         flow_name=flow_name, backend=links.backend, lines=lines,
         ranks=scenario.plan.dp, nodes=scenario.cluster.nodes, gpus_per_node=links.gpus_per_node,

@@ -53,7 +53,13 @@ from willitscale.collectives.line_time import with_contention
 from willitscale.collectives.phases import Traffic
 from willitscale.fabric.backend import FlowNetwork
 from willitscale.fabric.simulator import simulate
-from willitscale.step.group_traffic import REFERENCE_SIZE, concurrent_sets, group_stream, used_groups
+from willitscale.step.group_traffic import (
+    REFERENCE_SIZE,
+    concurrent_sets,
+    group_stream,
+    tree_keys,
+    used_groups,
+)
 from willitscale.step.network import GROUPS, AnalyticNetwork, Network, analytic_lines
 from willitscale.topology.clos import add_servers
 from willitscale.topology.graph import TopologyBuilder
@@ -77,10 +83,20 @@ class GroupFlow:
     simulated_with: tuple[str, ...]  #: the other groups of its concurrent set
     time: float  #: seconds of its REFERENCE_SIZE collective on the fabric (bytes term)
     ideal: float  #: ... on the ideal fabric
+    tree_time: float | None = None  #: an all-reduce leaving its node: ... as NCCL's trees
+    tree_ideal: float | None = None
 
     @property
     def slowdown(self) -> float:
+        """The rings' (or the group's only pattern's) slowdown, floored at 1."""
         return max(1.0, self.time / self.ideal) if self.ideal > 0 else 1.0
+
+    @property
+    def tree_slowdown(self) -> float:
+        """The trees' slowdown (the rings' when no tree was simulated), floored at 1."""
+        if self.tree_time is None or not self.tree_ideal:
+            return self.slowdown
+        return max(1.0, self.tree_time / self.tree_ideal)
 
     def to_json(self, links=((), None)) -> dict:
         rows, hottest = links
@@ -88,6 +104,8 @@ class GroupFlow:
                 "ranks": self.ranks, "leaves_node": self.leaves_node,
                 "simulated_with": list(self.simulated_with), "size_bytes": REFERENCE_SIZE,
                 "simulated_s": self.time, "ideal_s": self.ideal, "slowdown": self.slowdown,
+                **({"tree_simulated_s": self.tree_time, "tree_ideal_s": self.tree_ideal,
+                    "tree_slowdown": self.tree_slowdown} if self.tree_time is not None else {}),
                 "links": list(rows), "busiest_link": hottest}
 
 
@@ -104,9 +122,22 @@ class StepFlow:
     def simulations(self) -> int:
         return sum(1 + int(ideal) for *_, ideal in self.sets)
 
-    def slowdown(self, key: str) -> float:
+    def slowdown(self, key: str, pattern: str = "ring") -> float:
+        """``key``'s slowdown for a candidate of ``pattern`` (``ring`` or ``tree``)."""
         g = self.groups.get(key)
-        return 1.0 if g is None else g.slowdown
+        if g is None:
+            return 1.0
+        return g.tree_slowdown if pattern == "tree" else g.slowdown
+
+
+#: candidates (line columns) whose traffic is NCCL's double binary tree across nodes; the other
+#: columns take the rings' slowdown (CollNet's in-switch reduction included, an approximation)
+TREE_COLUMNS = ("Tree", "NVLSTree", "double_binary_tree", "binary_tree")
+
+
+def column_patterns(algorithms: tuple[str, ...]) -> tuple[str, ...]:
+    """``tree`` or ``ring`` for each column name of a :class:`CollectiveLines`."""
+    return tuple("tree" if name.split("/")[0] in TREE_COLUMNS else "ring" for name in algorithms)
 
 
 def _ideal(topology, links: FabricLinks):
@@ -176,12 +207,13 @@ def _link_table(topology, traffic, routing, result) -> list[tuple[tuple[dict, ..
 
 @lru_cache(maxsize=256)
 def _set_flow(fabric: FlowNetwork, links: FabricLinks, nodes: int, gpus_per_node: int,
-              group_set: tuple[str, ...], layout: tuple, order: tuple):
+              group_set: tuple[str, ...], layout: tuple, order: tuple, pattern: str = "ring"):
     """One concurrent set simulated on the fabric and, when it leaves a node, on the ideal one:
     (streams made, traffic, result, ideal stream times, whether the ideal one was simulated).
     ``layout`` is a geometry whose ZeRO, sequence-parallel and tied entries are 0 (the members
-    of a group do not depend on them), so plans that differ only there share the simulation."""
-    made = [m for m in (group_stream(k, layout, order) for k in group_set) if m is not None]
+    of a group do not depend on them), so plans that differ only there share the simulation.
+    ``pattern`` ``tree``: the set's all-reduces that leave their node run NCCL's trees."""
+    made = [m for m in (group_stream(k, layout, order, pattern) for k in group_set) if m is not None]
     if not made:
         return None
     real, ideal = _fabrics(fabric, links, nodes, gpus_per_node)
@@ -196,7 +228,8 @@ def _set_flow(fabric: FlowNetwork, links: FabricLinks, nodes: int, gpus_per_node
 @lru_cache(maxsize=256)
 def step_flow(fabric: FlowNetwork, links: FabricLinks, nodes: int, gpus_per_node: int,
               geometry: tuple, order: tuple) -> StepFlow:
-    """Simulate every concurrent set of groups of one geometry (see the module docstring).
+    """Simulate every concurrent set of groups of one geometry (see the module docstring); a
+    set with all-reduces that leave their node once more with them as NCCL's trees.
 
     ``geometry`` = (tp, cp, ep, dp, pp, ZeRO > 0, hybrid, sequence parallel, tied and pp > 1,
     GPUs per node)."""
@@ -210,14 +243,22 @@ def step_flow(fabric: FlowNetwork, links: FabricLinks, nodes: int, gpus_per_node
         made, traffic, res, ref, ideal = done
         names = tuple(m[0].name for m in made)
         sets.append((names, traffic, res, ideal))
+        trees = {}
+        if tree_keys(made) and not any(k in out for k in tree_keys(made)):
+            _, _, tres, tref, _ = _set_flow(fabric, links, nodes, gpus_per_node, group_set, layout,
+                                            order, "tree")
+            trees = {k: (float(tres.stream_times[k]), float(tref[k])) for k in tree_keys(made)}
+            sets.append((names, None, tres, True))
         for stream, count, ranks, leaves in made:
             key = stream.name
             if key in out:
                 continue
             kind, op = GROUPS[key]
+            tree = trees.get(key, (None, None))
             out[key] = GroupFlow(key=key, kind=kind, op=op, groups=count, ranks=ranks, leaves_node=leaves,
                                  simulated_with=tuple(k for k in names if k != key),
-                                 time=float(res.stream_times[key]), ideal=float(ref[key]))
+                                 time=float(res.stream_times[key]), ideal=float(ref[key]),
+                                 tree_time=tree[0], tree_ideal=tree[1])
     return StepFlow(groups=out, sets=tuple(sets), routing=parse_routing(fabric.routing, seed=fabric.seed))
 
 
@@ -227,6 +268,8 @@ def step_links(flow: StepFlow) -> dict[str, tuple[tuple[dict, ...], dict | None]
     (a StepFlow hashes by identity)."""
     out = {}
     for group_set, traffic, res, _ in flow.sets:
+        if traffic is None:  # the trees' variant of a set: its links are reported with the rings'
+            continue
         for key, row in zip(group_set, _link_table(res.topology, traffic, flow.routing, res)):
             out.setdefault(key, row)
     return out
@@ -281,7 +324,8 @@ class SimulatedNetwork:
         lines = analytic_lines(ctx, batch, places)
         flows, inverse = self.flows(ctx, batch)
         for key in lines:
-            factor = np.array([f.slowdown(key) for f in flows])[inverse]
+            patterns = column_patterns(lines[key].algorithms)
+            factor = np.array([[f.slowdown(key, p) for p in patterns] for f in flows])[inverse]
             lines[key] = with_contention(lines[key], factor)
         return lines
 

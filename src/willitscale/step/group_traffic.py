@@ -2,7 +2,8 @@
 uses, which of them run together, and the flows of each group's collective over all its groups.
 
 A group's collective moves :data:`REFERENCE_SIZE` bytes (nccl-tests' size convention): NCCL's
-ring for all-reduce, reduce-scatter and all-gather (one ring per member a group has on a node,
+ring for all-reduce, reduce-scatter and all-gather (and, for an all-reduce that leaves its node,
+NCCL's double binary trees across nodes as a second pattern) (one ring per member a group has on a node,
 channel ``k`` rotated by ``k`` inside every server, snaking so that server-to-server hops stay on
 one rail), direct flows for all-to-all, one flow per pair for sends (every stage to the next;
 every context-parallel rank to the next around its ring). Members come from the one rank layout
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from willitscale.collectives.flows import collective_phases
 from willitscale.collectives.phases import Phase, Stream
 from willitscale.step.network import GROUPS
 from willitscale.topology.placement import group_members
 
-__all__ = ["REFERENCE_SIZE", "used_groups", "concurrent_sets", "group_stream"]
+__all__ = ["REFERENCE_SIZE", "used_groups", "concurrent_sets", "group_stream", "tree_keys"]
 
 #: bytes of each group's collective in the simulation (nccl-tests' size convention)
 REFERENCE_SIZE = 1e9
@@ -119,9 +121,25 @@ def _ring(op: str, members: np.ndarray, gpn: int, leaves: bool, size: float) -> 
                   key=np.concatenate(key), repeat=step, latency_mode="mean", label=f"ring {op}")]
 
 
-def group_stream(key: str, geometry: tuple, order: tuple) -> tuple[Stream, int, int, bool] | None:
+def _trees(members: np.ndarray, gpn: int, size: float) -> list[Phase]:
+    """NCCL's tree all-reduce across nodes: for every group, one double binary tree per member a
+    group has on a node, tree ``j`` over the ``j``-th member of every node (one rail, as NCCL's
+    channels leave through different NICs), carrying ``1/m`` of the bytes; the chain inside a
+    node (NVLink) is left out. All trees at once (:func:`~willitscale.collectives.flows.collective_phases`)."""
+    count, n = members.shape
+    per_node = int(np.bincount(members[0] // gpn).max())
+    grid = members.reshape(count, n // per_node, per_node)
+    trees = [grid[c, :, j] for c in range(count) for j in range(per_node)]
+    keys = [j for _ in range(count) for j in range(per_node)]
+    return collective_phases("all_reduce", size / per_node, trees, "tree", keys=keys, disjoint=False)
+
+
+def group_stream(key: str, geometry: tuple, order: tuple, pattern: str = "ring"
+                 ) -> tuple[Stream, int, int, bool] | None:
     """The stream of ``key``'s collective over all its groups: (stream, groups, ranks, leaves);
-    None for groups of one rank (e.g. a hybrid shard group of one GPU per node)."""
+    None for groups of one rank (e.g. a hybrid shard group of one GPU per node). ``pattern``
+    ``tree``: an all-reduce that leaves its node runs NCCL's trees (:func:`_trees`) instead of
+    its rings."""
     gpn = geometry[-1]
     kind, op = GROUPS[key]
     members = np.sort(_members(key, geometry, order), axis=1)
@@ -140,6 +158,15 @@ def group_stream(key: str, geometry: tuple, order: tuple) -> tuple[Stream, int, 
         i, j = np.nonzero(~np.eye(ranks, dtype=bool))
         phases = [Phase(src=members[:, i].reshape(-1), dst=members[:, j].reshape(-1), size=size / ranks,
                         label="all_to_all")]
+    elif pattern == "tree" and op == "all_reduce" and leaves and members.shape[1] // int(
+            np.bincount(members[0] // gpn).max()) > 1:
+        phases = _trees(members, gpn, size)
     else:
         phases = _ring(op, members, gpn, leaves, size)
     return Stream(name=key, phases=tuple(phases)), count, ranks, leaves
+
+
+def tree_keys(streams) -> tuple[str, ...]:
+    """The all-reduces among ``streams`` (made by :func:`group_stream`) that leave their node:
+    NCCL may run them as trees, whose traffic crosses the fabric differently."""
+    return tuple(st.name for st, _, _, leaves in streams if leaves and GROUPS[st.name][1] == "all_reduce")
