@@ -94,3 +94,22 @@ def test_acceptance_tp_pp_dp_each_simulated_on_the_fabric(cli):
     # slowdown >= 30 / 8 = 3.75 (ECMP collisions make it worse, never better)
     assert groups["pp"]["slowdown"] >= 30 / 8
     assert any(row["tier"] == "leaf->spine" for row in groups["pp"]["links"])
+
+
+def test_the_planner_re_estimates_its_best_plans_on_the_fabric():
+    # plan --network flow: the sweep is analytic, then the FLOW_TOP best plans are re-run on the
+    # simulated fabric and re-ranked; each of those shows the figure the flow estimate gives it
+    from willitscale.plan.search import FLOW_TOP, SearchSpace, search
+    from willitscale.step.engine import make_context
+    from willitscale.step.evaluate import run
+
+    settings = {"preset": "dgx-h100", "nodes": 2, "model": "llama2-7b", "seq_len": 1024,
+                "network": "flow", "topology": "fat-tree", "oversubscription": 4}
+    sc = build_scenario(settings)
+    result = search(sc, gpus=16, global_batch=64, space=SearchSpace(max_micro_batch=2))
+    assert "re-estimated" in result.extra["network"]
+    top = result.ranked[:FLOW_TOP]
+    flow = run(make_context(sc), result.batch.take(top)).step_time
+    assert np.allclose(result.step_time[top], flow, rtol=1e-12)
+    steps = result.step_time[top]
+    assert np.all(np.diff(steps[result.extra["verdict"][top] == 0]) >= 0)  # fitting plans ranked by step
