@@ -62,7 +62,7 @@ class GradientAllReduce:
     rails: bool = False  #: a NIC per GPU (see the module docstring)
     measured_time: float | None = None
     measured_bytes: float | None = None
-    flow: Any = None  #: a willitscale.fabric.FlowCollectiveModel (--network flow)
+    #: --network flow: the fabric and the slowdown it puts on the lines' bytes term ("": none)
     flow_name: str = ""
     backend: str = "alpha-beta"  #: how the engine costs the all-reduce (ClusterLinks.backend)
     lines: Any = None  #: the engine's lines for the data-parallel group (one plan)
@@ -93,8 +93,6 @@ class GradientAllReduce:
             return self.measured_time * sizes / self.measured_bytes
         if sizes.size == 0:
             return sizes.copy()
-        if self.flow is not None:  # simulated: per_byte x size + fixed
-            return np.where(sizes > 0, self.flow.per_byte * sizes + self.flow.fixed, 0.0)
         if self.lines is not None:
             return np.where(sizes > 0, line_time(self.lines, sizes.reshape(1, -1))[0].reshape(sizes.shape), 0.0)
         return np.asarray(self.choice(sizes).cost.time, dtype=float).reshape(sizes.shape)
@@ -110,8 +108,6 @@ class GradientAllReduce:
             return "none (one GPU)"
         if self.measured_time is not None:
             return "measured"
-        if self.flow is not None:
-            return f"{self.flow.call.algorithm} ({self.flow.call.channels} channels), flow-simulated"
         if self.backend == "nccl":
             return "NCCL's pick per bucket (algorithm/protocol by NCCL's own tuning model)"
         if self.backend == "gloo":
@@ -128,10 +124,6 @@ class GradientAllReduce:
         where = (f"{self.nodes} nodes x {self.gpus_per_node} GPUs: {self.intra_name} inside, "
                  f"{self.inter_name} across" if self.spans_nodes else
                  f"{self.gpus_per_node} GPUs on {self.intra_name}")
-        if self.flow is not None:
-            hot = self.flow.reference.links.hottest
-            busiest = f"; busiest link {hot[0]['link']} ({hot[0]['tier']})" if hot else ""
-            return f"{self.flow_name} over {where}{busiest}"
         if self.backend == "nccl":
             return (f"NCCL v2.30's tuning model picks the algorithm and protocol over {where}; the "
                     "time is what that pair achieves (NCCL's terms corrected to published "
@@ -139,7 +131,8 @@ class GradientAllReduce:
                     + (f"; {self.flow_name}" if self.flow_name else ""))
         if self.backend == "gloo":
             return (f"ProcessGroupGloo runs a ring all-reduce over TCP on {where} (one alpha per "
-                    "ring step: 2(n-1) of them), whatever the size")
+                    "ring step: 2(n-1) of them), whatever the size"
+                    + (f"; {self.flow_name}" if self.flow_name else ""))
         return (f"alpha-beta model of ring and double binary tree over {where}"
                 + ("; a NIC per GPU: the ring leaves each node through every GPU in turn"
                    if self.rails and self.spans_nodes and self.gpus_per_node > 1 else ""))
@@ -148,7 +141,7 @@ class GradientAllReduce:
         links = ((self.intra_name,) if self.gpus_per_node > 1 else ()) + (
             (self.inter_name,) if self.spans_nodes else ())
         algorithm, why = self.algorithm, self.why
-        if self.measured_time is None and self.flow is None and self.ranks > 1 and total_bytes > 0:
+        if self.measured_time is None and self.ranks > 1 and total_bytes > 0:
             mean = float(total_bytes) / max(calls, 1)
             if self.lines is not None:
                 name, seconds = self.pick(mean)

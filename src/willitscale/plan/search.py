@@ -40,8 +40,8 @@ from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
 from willitscale.scenario.batch import PlanBatch
 from willitscale.scenario.validate import CODE, REASONS, structural_reasons
 from willitscale.step.engine import make_context
-from willitscale.step.network import AnalyticNetwork
 from willitscale.step.evaluate import run
+from willitscale.step.network import AnalyticNetwork
 from willitscale.topology.placement import DEFAULT_ORDER, group_placement
 from willitscale.workload.recompute import RERUN_SETS, parse_recompute
 
