@@ -21,25 +21,18 @@ sooner on the fabric than on the ideal one (a concurrent group lost bandwidth in
 left it more of a shared NIC) is given no more than its analytic NIC share, which the analytic
 model already credits it.
 
-What is simulated (the honest approximation, docs/estimate.md "--network flow"):
+What is simulated, and which groups run together (:mod:`willitscale.step.group_traffic`; the
+stated approximation of a 1F1B step is in docs/fabric.md, "willitscale estimate --network
+flow"): every group of one kind runs its collective at the same moment (as the analytic model's
+NIC share assumes); TP, CP and EP collectives and the steady-state pipeline sends each run
+alone; the gradient collectives run with the pipeline sends (the buckets are reduced while the
+pipeline drains); ZeRO's weight all-gathers run together. Each group moves the same bytes in
+NCCL's ring (and, for an all-reduce that leaves its node, once more as NCCL's trees, which the
+Tree/NVLSTree candidates take), direct flows or one flow per pair; links carry no latency, so
+the ratio is that of the bytes terms.
 
-* every group of one kind runs its collective at the same moment (all TP groups' all-reduces
-  of one layer, all pipeline boundaries' sends, all DP groups' buckets), as the analytic
-  model's NIC share assumes;
-* TP, CP and EP collectives and the steady-state pipeline sends each run alone: inside a layer
-  they follow one another on a GPU's critical path;
-* the gradient collectives (DDP's buckets, ZeRO's reduce-scatters, hybrid sharding's replica
-  all-reduce, the experts' and the tied embedding's all-reduce) run together with the pipeline
-  sends: in 1F1B the buckets are reduced while the pipeline drains;
-* ZeRO's weight all-gathers run together (after the optimizer, before the next forward);
-* each group's collective moves :data:`REFERENCE_SIZE` bytes (nccl-tests convention) in
-  NCCL's ring (all-reduce, reduce-scatter, all-gather; one ring per member a group has on a
-  node, snaking so that server-to-server hops stay on one rail), direct flows (all-to-all) or
-  one flow per pair (sends); links carry no latency, so the ratio is that of the bytes terms.
-  Overlapping streams run the same size, an assumption (a step's real sizes differ per kind).
-
-Results are cached per (fabric, cluster, geometry): the estimate's what-ifs re-run the engine
-without simulating again.
+Results are cached per (fabric, cluster, geometry) and per concurrent set: the estimate's
+what-ifs re-run the engine without simulating again.
 """
 
 from __future__ import annotations
@@ -62,7 +55,7 @@ from willitscale.step.group_traffic import (
 )
 from willitscale.step.network import GROUPS, AnalyticNetwork, Network, analytic_lines
 from willitscale.topology.clos import add_servers
-from willitscale.topology.graph import TopologyBuilder
+from willitscale.topology.graph import TopologyBuilder, VertexKind
 from willitscale.topology.links import FabricLinks
 from willitscale.topology.routing import Router, parse_routing
 
@@ -145,7 +138,7 @@ def _ideal(topology, links: FabricLinks):
     b = TopologyBuilder()
     servers = add_servers(b, topology.nodes, topology.gpus_per_node, links)
     if topology.nodes > 1:
-        switch = b.vertex("crossbar", 2)  # VertexKind.SWITCH
+        switch = b.vertex("crossbar", VertexKind.SWITCH)
         for gpus in servers:
             for g in gpus:
                 b.link(g, switch, links.nic_bandwidth, 0.0, "gpu->leaf", "leaf->gpu")
