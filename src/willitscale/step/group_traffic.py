@@ -168,5 +168,8 @@ def group_stream(key: str, geometry: tuple, order: tuple, pattern: str = "ring"
 
 def tree_keys(streams) -> tuple[str, ...]:
     """The all-reduces among ``streams`` (made by :func:`group_stream`) that leave their node:
-    NCCL may run them as trees, whose traffic crosses the fabric differently."""
-    return tuple(st.name for st, _, _, leaves in streams if leaves and GROUPS[st.name][1] == "all_reduce")
+    NCCL may run them as trees, whose traffic crosses the fabric differently. Not groups of two
+    ranks (the tied embedding's): their tree and ring move the same bytes between the same two
+    GPUs, so the rings' slowdown stands for both."""
+    return tuple(st.name for st, _, ranks, leaves in streams
+                 if leaves and ranks > 2 and GROUPS[st.name][1] == "all_reduce")
