@@ -134,6 +134,31 @@ def _communication(est, out) -> None:
             out.print(escape(f"  crosses {' -> '.join(op.links)}"))
 
 
+def _network(est, out) -> None:
+    """``--network flow``: each group's simulated collective on the fabric and the ideal one."""
+    net = est.network
+    if not net:
+        return
+    size = format_size(net["size_bytes"])
+    out.print(f"[bold]Fabric[/bold] {escape(net['fabric'])}: each group's {size} collective, all "
+              f"groups of a kind at once ({net['simulations']} simulations); the bytes terms above "
+              "are slowed by the ratio to an ideal non-blocking fabric")
+    for g in net["groups"]:
+        where = "leaves its node" if g["leaves_node"] else "NVLink only"
+        with_ = f" with {', '.join(g['simulated_with'])}" if g["simulated_with"] else ""
+        text = (f"  {g['group']} ({g['groups']} x {g['ranks']} ranks, {where}){with_}: "
+                f"{format_time(g['simulated_s'])} vs {format_time(g['ideal_s'])} ideal "
+                f"(x{g['slowdown']:.2f})")
+        if "tree_slowdown" in g:
+            text += (f"; as NCCL's trees {format_time(g['tree_simulated_s'])} vs "
+                     f"{format_time(g['tree_ideal_s'])} (x{g['tree_slowdown']:.2f})")
+        hot = g.get("busiest_link")
+        if hot and g["leaves_node"]:
+            text += (f"; busiest {hot['link']} ({hot['tier']}, up to {hot['peak_flows']} flows at "
+                     f"once, {hot['groups']} group kind(s))")
+        out.print(escape(text))
+
+
 def _pipeline_and_groups(est, out) -> None:
     p = est.pipeline
     if p and p.get("stages", 1) > 1:
@@ -175,6 +200,7 @@ def print_estimate(est, scenario, *, width: int = DEFAULT_WIDTH, brief: bool = F
     for line in compute_lines(est):
         out.print(line)
     _communication(est, out)
+    _network(est, out)
     _pipeline_and_groups(est, out)
     out.print(_memory_line(est.memory))
     out.print(f"[bold]Bottleneck: {escape(est.bottleneck.resource)}[/bold] — "

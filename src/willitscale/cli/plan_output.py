@@ -68,6 +68,7 @@ def plan_json(result, scenario, *, top: int, explain: int) -> dict:
         "seconds": result.seconds, "plans_per_second": result.plans_per_second,
         "interrupted": result.interrupted, "plans": rows,
         "memory_complete": scenario.model is not None, "warnings": list(plan_warnings(scenario)),
+        "network": result.extra.get("network", "analytic"),
     }
 
 
@@ -94,6 +95,8 @@ def print_plans(result, scenario, *, top: int, explain: int, file=None) -> None:
               f"{result.global_batch} x {result.seq_len} tokens")
     for warning in plan_warnings(scenario):
         out.print(f"[yellow]warning: {escape(warning)}[/yellow]")
+    if result.extra.get("network"):
+        out.print(f"[dim]network: {escape(result.extra['network'])}[/dim]")
     feasible = int(np.sum(result.reason == 0))
     out.print(f"{result.evaluated:,} plans evaluated in {result.seconds:.2f} s "
               f"({result.plans_per_second:,.0f}/s); {feasible:,} fit under "

@@ -17,6 +17,11 @@ is the *achieved* time of :mod:`willitscale.collectives.nccl.run` for NCCL colum
 and the choice time itself for plain columns. Table rows marked ``affine`` (a simulated
 fabric's time for the group) take ``intercept + slope x S`` of their first column.
 
+``contention`` (per table row and column, default 1) multiplies the bytes term ``T`` of the
+*achieved* time only: a simulated fabric's slowdown of the group's transfers
+(:mod:`willitscale.step.flow_network`). The choice is made without it, as NCCL picks by its
+own tuning model, which does not see the fabric's other traffic.
+
 :func:`line_time` evaluates each distinct (geometry, size) pair once: a bucket layout shared by
 thousands of plans costs a handful of evaluations.
 """
@@ -31,7 +36,7 @@ from willitscale.collectives.choice import DEFAULT_TOLERANCE
 from willitscale.collectives.nccl.tables import TREE_CORRECTION
 
 __all__ = ["CollectiveLines", "LineTerms", "line_time", "take_lines", "select_lines", "pair_time",
-           "affine_rows"]
+           "affine_rows", "with_contention"]
 
 _CORRECTION = np.array([row + (1.0,) for row in TREE_CORRECTION], dtype=float)  # (3, 25)
 
@@ -76,6 +81,9 @@ class CollectiveLines:
     tolerance: float = DEFAULT_TOLERANCE
     geometry: np.ndarray | None = None  #: (plans,) table row of each plan
     affine: np.ndarray | None = None  #: (rows,) rows timed by their first column's plain line
+    #: (rows, columns) factor >= 1 on the achieved bytes term (a simulated fabric's slowdown of
+    #: the candidate's traffic pattern); None: 1
+    contention: np.ndarray | None = None
 
     @property
     def plans(self) -> int:
@@ -91,6 +99,7 @@ class CollectiveLines:
                        plugin=np.zeros(shape) if self.plugin is None else self.plugin,
                        terms=LineTerms.plain(shape[1]) if self.terms is None else self.terms,
                        affine=np.zeros(shape[0], dtype=bool) if self.affine is None else self.affine,
+                       contention=np.ones(shape) if self.contention is None else self.contention,
                        geometry=self.rows_of_plans())
 
 
@@ -121,12 +130,13 @@ def _evaluate(lines: CollectiveLines, rows: np.ndarray, s: np.ndarray):
     else:
         index = np.argmin(choice, axis=1)  # strict: ties to the first column, as NCCL
     at = np.arange(len(s))
+    c = 1.0 if lines.contention is None else lines.contention[rows, index]
     if terms is None:
-        time = choice[at, index]
+        time = L[at, index] + T[at, index] * c
     else:
-        time = _achieved(lines, terms, rows, index, L[at, index], T[at, index])
+        time = _achieved(lines, terms, rows, index, L[at, index], T[at, index] * c)
     if lines.affine is not None and lines.affine.any():
-        plain = lines.intercept[rows, 0] + lines.slope[rows, 0] * s
+        plain = lines.intercept[rows, 0] + lines.slope[rows, 0] * s * c
         flat = lines.affine[rows]
         time, index = np.where(flat, plain, time), np.where(flat, 0, index)
     return np.maximum(np.where(np.isfinite(time), time, 0.0), 0.0), index
@@ -182,8 +192,11 @@ def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLine
     if a.algorithms == b.algorithms and a.terms is None and b.terms is None:
         affine = None if a.affine is None and b.affine is None else np.concatenate([a.full().affine,
                                                                                     b.full().affine])
+        contention = None if a.contention is None and b.contention is None else np.vstack(
+            [a.full().contention, b.full().contention])
         return replace(a, intercept=np.vstack([a.intercept, b.intercept]),
-                       slope=np.vstack([a.slope, b.slope]), geometry=geometry, affine=affine)
+                       slope=np.vstack([a.slope, b.slope]), geometry=geometry, affine=affine,
+                       contention=contention)
     a, b = a.full(), b.full()
 
     def block(x, y, fill):
@@ -194,7 +207,8 @@ def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLine
         op=a.op, algorithms=a.algorithms + b.algorithms, tolerance=a.tolerance,
         intercept=block(a.intercept, b.intercept, np.inf), slope=block(a.slope, b.slope, 0.0),
         plateau=block(a.plateau, b.plateau, np.inf), plugin=block(a.plugin, b.plugin, 0.0),
-        terms=a.terms.join(b.terms), geometry=geometry, affine=np.concatenate([a.affine, b.affine]))
+        terms=a.terms.join(b.terms), geometry=geometry, affine=np.concatenate([a.affine, b.affine]),
+        contention=block(a.contention, b.contention, 1.0))
 
 
 def affine_rows(lines: CollectiveLines, rows, fixed, per_byte) -> CollectiveLines:
@@ -209,7 +223,28 @@ def affine_rows(lines: CollectiveLines, rows, fixed, per_byte) -> CollectiveLine
                    slope=np.vstack([out.slope, extra(per_byte, 0.0)]),
                    plateau=np.vstack([out.plateau, extra(np.inf, np.inf)]),
                    plugin=np.vstack([out.plugin, extra(0.0, 0.0)]),
-                   affine=np.concatenate([out.affine, [True]]), geometry=geometry)
+                   affine=np.concatenate([out.affine, [True]]),
+                   contention=np.vstack([out.contention, np.ones((1, columns))]), geometry=geometry)
+
+
+def with_contention(lines: CollectiveLines, factor) -> CollectiveLines:
+    """``lines`` with each plan's bytes term slowed ``factor`` times: a scalar, an array
+    (plans,) or (plans, columns) (a slowdown per candidate's traffic pattern). One table row per
+    distinct (row, factors) pair, so plans keep sharing rows."""
+    rows = lines.rows_of_plans()
+    columns = lines.intercept.shape[1]
+    f = np.asarray(factor, dtype=float)
+    f = np.broadcast_to(f[:, None] if f.ndim == 1 else f, (rows.size, columns))
+    if np.all(f == 1.0):
+        return lines
+    base = lines.full()
+    new = base.contention[rows] * f
+    unique, keep, inverse = np.unique(np.column_stack([rows.astype(float), new]), axis=0,
+                                      return_index=True, return_inverse=True)
+    keep = rows[keep]
+    return replace(base, intercept=base.intercept[keep], slope=base.slope[keep],
+                   plateau=base.plateau[keep], plugin=base.plugin[keep], affine=base.affine[keep],
+                   contention=unique[:, 1:], geometry=inverse.reshape(-1))
 
 
 def pair_time(lines_a: CollectiveLines, size_a, lines_b: CollectiveLines, size_b):

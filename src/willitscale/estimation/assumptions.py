@@ -117,7 +117,10 @@ def mp_assumptions(scenario, ctx) -> tuple[tuple[str, str], ...]:
         ("links", ctx.links.describe()),
         ("gradient reduction", f"{scenario.ddp.grad_reduce_dtype}, buckets of "
                                f"{scenario.ddp.bucket_cap / 2**20:g} MiB during the last backward"),
-        ("not modelled", "contention between different kinds of traffic on the same links"),
+        ("not modelled", "contention between different kinds of traffic on the same links"
+         if scenario.network is None else
+         "contention between kinds of traffic on the same NIC (the flow backend adds what the "
+         "fabric's switches add: docs/fabric.md)"),
     ]
     return tuple(items + _tail(scenario))
 

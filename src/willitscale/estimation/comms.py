@@ -35,6 +35,7 @@ import numpy as np
 
 from willitscale.collectives.algorithms import NCCL_ALGORITHMS
 from willitscale.collectives.choice import fastest
+from willitscale.collectives.line_time import with_contention
 from willitscale.collectives.lines import cluster_links, collective_lines, line_time
 from willitscale.collectives.network import Hierarchy, LinkCost
 from willitscale.estimation.result import CommReport
@@ -61,7 +62,7 @@ class GradientAllReduce:
     rails: bool = False  #: a NIC per GPU (see the module docstring)
     measured_time: float | None = None
     measured_bytes: float | None = None
-    flow: Any = None  #: a willitscale.fabric.FlowCollectiveModel (--network flow)
+    #: --network flow: the fabric and the slowdown it puts on the lines' bytes term ("": none)
     flow_name: str = ""
     backend: str = "alpha-beta"  #: how the engine costs the all-reduce (ClusterLinks.backend)
     lines: Any = None  #: the engine's lines for the data-parallel group (one plan)
@@ -92,8 +93,6 @@ class GradientAllReduce:
             return self.measured_time * sizes / self.measured_bytes
         if sizes.size == 0:
             return sizes.copy()
-        if self.flow is not None:  # simulated: per_byte x size + fixed
-            return np.where(sizes > 0, self.flow.per_byte * sizes + self.flow.fixed, 0.0)
         if self.lines is not None:
             return np.where(sizes > 0, line_time(self.lines, sizes.reshape(1, -1))[0].reshape(sizes.shape), 0.0)
         return np.asarray(self.choice(sizes).cost.time, dtype=float).reshape(sizes.shape)
@@ -109,8 +108,6 @@ class GradientAllReduce:
             return "none (one GPU)"
         if self.measured_time is not None:
             return "measured"
-        if self.flow is not None:
-            return f"{self.flow.call.algorithm} ({self.flow.call.channels} channels), flow-simulated"
         if self.backend == "nccl":
             return "NCCL's pick per bucket (algorithm/protocol by NCCL's own tuning model)"
         if self.backend == "gloo":
@@ -127,17 +124,15 @@ class GradientAllReduce:
         where = (f"{self.nodes} nodes x {self.gpus_per_node} GPUs: {self.intra_name} inside, "
                  f"{self.inter_name} across" if self.spans_nodes else
                  f"{self.gpus_per_node} GPUs on {self.intra_name}")
-        if self.flow is not None:
-            hot = self.flow.reference.links.hottest
-            busiest = f"; busiest link {hot[0]['link']} ({hot[0]['tier']})" if hot else ""
-            return f"{self.flow_name} over {where}{busiest}"
         if self.backend == "nccl":
             return (f"NCCL v2.30's tuning model picks the algorithm and protocol over {where}; the "
                     "time is what that pair achieves (NCCL's terms corrected to published "
-                    "nccl-tests sweeps, docs/collectives.md)")
+                    "nccl-tests sweeps, docs/collectives.md)"
+                    + (f"; {self.flow_name}" if self.flow_name else ""))
         if self.backend == "gloo":
             return (f"ProcessGroupGloo runs a ring all-reduce over TCP on {where} (one alpha per "
-                    "ring step: 2(n-1) of them), whatever the size")
+                    "ring step: 2(n-1) of them), whatever the size"
+                    + (f"; {self.flow_name}" if self.flow_name else ""))
         return (f"alpha-beta model of ring and double binary tree over {where}"
                 + ("; a NIC per GPU: the ring leaves each node through every GPU in turn"
                    if self.rails and self.spans_nodes and self.gpus_per_node > 1 else ""))
@@ -146,7 +141,7 @@ class GradientAllReduce:
         links = ((self.intra_name,) if self.gpus_per_node > 1 else ()) + (
             (self.inter_name,) if self.spans_nodes else ())
         algorithm, why = self.algorithm, self.why
-        if self.measured_time is None and self.flow is None and self.ranks > 1 and total_bytes > 0:
+        if self.measured_time is None and self.ranks > 1 and total_bytes > 0:
             mean = float(total_bytes) / max(calls, 1)
             if self.lines is not None:
                 name, seconds = self.pick(mean)
@@ -171,17 +166,29 @@ def gradient_allreduce(scenario: Scenario, gradient_bytes: float, links=None) ->
 
     links = links or cluster_links(scenario)
     measured = scenario.measured
-    flow = flow_name = None
-    if scenario.network is not None and measured.allreduce_time is None and scenario.plan.dp > 1:
-        flow, flow_name = scenario.network.all_reduce_model(scenario.cluster), scenario.network.describe()
+    flow_name = ""
     lines = None
     if links.backend in ("nccl", "gloo") and scenario.plan.dp > 1:
         plan = scenario.plan
         deg = {k: np.array([getattr(plan, k)]) for k in ("tp", "cp", "ep", "dp", "pp")}
         place = group_placement("dp", deg, links.gpus_per_node, scenario.options.rank_order)
         lines = collective_lines("all_reduce", place, links)
+    network = None
+    if lines is not None and scenario.network is not None:  # as the engine runs it
+        from willitscale.step.flow_network import network_for
+
+        network = network_for(scenario)
+    if network is not None and hasattr(network, "plan_flow"):
+        flow = network.plan_flow(scenario)
+        from willitscale.step.flow_network import column_patterns
+
+        ring, tree = flow.slowdown("dp_ar"), flow.slowdown("dp_ar", "tree")
+        lines = with_contention(lines, np.array([[tree if p == "tree" else ring
+                                                  for p in column_patterns(lines.algorithms)]]))
+        flow_name = (f"{network.describe()}: the fabric slows its bytes x{ring:.3g} as rings, "
+                     f"x{tree:.3g} as trees")
     return GradientAllReduce(
-        flow=flow, flow_name=flow_name or "", backend=links.backend, lines=lines,
+        flow_name=flow_name, backend=links.backend, lines=lines,
         ranks=scenario.plan.dp, nodes=scenario.cluster.nodes, gpus_per_node=links.gpus_per_node,
         intra_bandwidth=links.intra_bandwidth, intra_latency=links.intra_latency,
         inter_bandwidth=links.inter_bandwidth, inter_latency=links.inter_latency,

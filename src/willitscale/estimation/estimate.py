@@ -136,7 +136,8 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
         placement=parts.placement,
         warnings=scope_warnings + tuple(scenario.cluster.warnings) + tuple(parts.warnings),
         mfu_causal=float(np.asarray(result.mfu_causal)[0]),
-        compute_kinds=_compute_kinds(result), compute_model=_compute_model(ctx))
+        compute_kinds=_compute_kinds(result), compute_model=_compute_model(ctx),
+        network=result.detail.get("network"))
 
 
 def _compute_kinds(result) -> ComputeKinds | None:

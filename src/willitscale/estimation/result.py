@@ -251,6 +251,9 @@ class StepEstimate:
     compute_model: str = ""
     #: the unstated knobs the estimate fitted (estimation.fit.KnobFit.to_json), {} when none
     knobs: dict = field(default_factory=dict)
+    #: ``--network flow``: each group's simulation on the fabric (step.flow_network); None:
+    #: the analytic network
+    network: dict | None = None
 
     @property
     def memory_per_gpu(self) -> float:
@@ -330,6 +333,7 @@ class StepEstimate:
             "placement": [dict(p) for p in self.placement],
             "warnings": list(self.warnings),
             "knobs": dict(self.knobs),
+            "network": self.network,
         }
 
     def __repr__(self) -> str:

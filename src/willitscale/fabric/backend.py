@@ -1,10 +1,11 @@
-"""The estimate's ``--network flow`` backend: the DP gradient all-reduce simulated on a fabric.
+"""The fabric of ``--network flow``: which fabric the cluster's servers sit on and how it routes.
 
-:class:`FlowNetwork` says which fabric the cluster's servers sit on and how it routes; for a
-cluster it builds the topology (links from the node: NVLink per GPU, NICs shared evenly, at
-achievable rates as the analytic model uses them) and the affine time model of the all-reduce
-over every GPU (:func:`~willitscale.fabric.collective.flow_collective_model`: two simulations,
-then ``per_byte x size + fixed`` for each bucket, exact for one collective on an idle fabric).
+:class:`FlowNetwork` builds the topology of a cluster (links from the node: NVLink per GPU, NICs
+shared evenly, at achievable rates as the analytic model uses them; or the links given). The
+estimate's flow backend (:mod:`willitscale.step.flow_network`) simulates every communication
+group of a step on it. :meth:`FlowNetwork.all_reduce_model` is the affine time model of one
+all-reduce over every GPU (:func:`~willitscale.fabric.collective.flow_collective_model`: two
+simulations, then ``per_byte x size + fixed``, exact for one collective on an idle fabric).
 """
 
 from __future__ import annotations
@@ -43,11 +44,11 @@ class FlowNetwork:
         if self.routing not in ROUTINGS:
             raise ConfigError("routing", self.routing, "one of " + ", ".join(ROUTINGS))
 
-    def build(self, cluster):
-        """The :class:`~willitscale.topology.graph.Topology` of ``cluster`` on this fabric."""
+    def build(self, cluster, *, links=None):
+        """The :class:`~willitscale.topology.graph.Topology` of ``cluster`` on this fabric;
+        ``links`` (:class:`~willitscale.topology.links.FabricLinks`) replace the node's."""
 
-
-        params = {}
+        params = {} if links is None else {"links": links}
         if self.topology == "fat-tree":
             k = 2
             while k * leaf_ports(k, self.oversubscription)[0] < cluster.gpus:

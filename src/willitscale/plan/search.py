@@ -16,13 +16,19 @@ full step-time model for the plans that fit, in chunks. Memory must stay under
 ``memory_fraction`` of the GPU's HBM (default 1: the CUDA context, NCCL buffers and the
 allocator's reserve are counted, memory.device). Plans are ranked by predicted throughput (the
 global batch is fixed, so by step time).
+
+With ``--network flow`` the sweep runs on the analytic network (simulating the fabric for
+every distinct geometry of a sweep would take minutes); the :data:`FLOW_TOP` best plans are then
+re-estimated with every group simulated on the fabric (:mod:`willitscale.step.flow_network`)
+and re-ranked among themselves ahead of the rest. The result says so
+(``extra["network"]``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -35,6 +41,7 @@ from willitscale.scenario.batch import PlanBatch
 from willitscale.scenario.validate import CODE, REASONS, structural_reasons
 from willitscale.step.engine import make_context
 from willitscale.step.evaluate import run
+from willitscale.step.network import AnalyticNetwork
 from willitscale.topology.placement import DEFAULT_ORDER, group_placement
 from willitscale.workload.recompute import RERUN_SETS, parse_recompute
 
@@ -290,7 +297,9 @@ def search(scenario, *, gpus: int, global_batch: int, space: SearchSpace = Searc
         bad = [v for v in getattr(space, name) or () if gpus % v]
         if bad:
             raise ConfigError(name, ",".join(map(str, bad)), f"divisors of the {gpus} GPUs")
-    ctx = make_context(scenario)
+    flow_ctx = make_context(scenario)
+    ctx = flow_ctx if flow_ctx.network is None or not hasattr(flow_ctx.network, "plan_flow") else \
+        replace(flow_ctx, network=AnalyticNetwork())
     terms = ctx.terms
     batch, bad_batch = candidate_plans(gpus=gpus, global_batch=global_batch, layers=terms.layers,
                                        experts=terms.experts, space=space,
@@ -333,13 +342,35 @@ def search(scenario, *, gpus: int, global_batch: int, space: SearchSpace = Searc
     timed = feasible[:done]
     # the estimate's fit rule: plans that fit before tight ones, then the shortest step
     ranked = timed[np.lexsort((memory[timed], out["step"][timed], verdict[timed]))]
+    note = ""
+    if ctx is not flow_ctx and ranked.size:
+        ranked, note = _flow_rerank(flow_ctx, batch, ranked, memory, verdict, out)
     return SearchResult(batch=batch, reason=reason, memory=memory, step_time=out["step"],
                         tflops=out["tflops"], hardware_tflops=out["hw"], bubble=out["bubble"],
                         exposed=out["exposed"], compute=out["compute"], ranked=ranked, capacity=capacity,
                         seconds=time.perf_counter() - start, interrupted=interrupted,
                         global_batch=global_batch, seq_len=scenario.seq_len,
                         extra={"memory_fraction": space.memory_fraction, "verdict": verdict,
-                               "peak": ctx.peak})
+                               "peak": ctx.peak, **({"network": note} if note else {})})
+
+
+#: with ``--network flow``: the plans (best by the analytic sweep) re-estimated on the fabric
+FLOW_TOP = 32
+
+
+def _flow_rerank(flow_ctx, batch, ranked, memory, verdict, out):
+    """The :data:`FLOW_TOP` best plans re-estimated with the simulated fabric, re-ranked among
+    themselves ahead of the rest; ``out`` updated in place. Returns (ranking, what was done)."""
+    top = ranked[:FLOW_TOP]
+    res = run(flow_ctx, batch.take(top))
+    out["step"][top], out["tflops"][top] = res.step_time, res.tflops_per_gpu
+    out["hw"][top], out["bubble"][top] = res.hardware_tflops_per_gpu, res.bubble
+    out["exposed"][top], out["compute"][top] = res.exposed_comms, res.compute
+    top = top[np.lexsort((memory[top], out["step"][top], verdict[top]))]
+    note = (f"{flow_ctx.network.describe()}: the {top.size} best plans of the analytic sweep "
+            "re-estimated with every group simulated on the fabric and re-ranked; the rest "
+            "keep the analytic network's figures")
+    return np.concatenate([top, ranked[FLOW_TOP:]]), note
 
 
 #: the public name of :func:`search`

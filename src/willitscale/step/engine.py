@@ -42,6 +42,7 @@ from willitscale.memory.frameworks import convention_table, state_bytes_table
 from willitscale.memory.stage import MemorySettings
 from willitscale.memory.state import get_convention
 from willitscale.step.data import _layer_split
+from willitscale.step.network import AnalyticNetwork
 from willitscale.workload.params import norm_params
 from willitscale.workload.stages import model_terms
 
@@ -69,7 +70,11 @@ class Context:
     layer_fixed: float  #: norms + router parameters of one layer (not split by tp)
     expert_share: float  #: expert MLPs' share of a layer's split parameters
     spec: object = None  #: :class:`~willitscale.compute.layer.LayerSpec` when the per-op model times compute
-    flow: object = None  #: the fabric simulator's all-reduce over the whole cluster (--network flow)
+    #: unused since every group asks ``network``; kept for callers that still scale it (None)
+    flow: object = None
+    #: the :class:`~willitscale.step.network.Network` every group's lines come from (analytic,
+    #: or the flow simulator with ``--network flow``); None: analytic
+    network: object = None
 
 
 def make_context(scenario) -> Context:
@@ -86,7 +91,17 @@ def make_context(scenario) -> Context:
                    grad_bytes=scenario.ddp.grad_bytes,
                    convention=scenario.memory_convention, memory=memory_settings(scenario),
                    layer_fixed=fixed, expert_share=share,
-                   spec=spec, flow=_flow(scenario))
+                   spec=spec, network=_network(scenario))
+
+
+def _network(scenario):
+    """The :class:`~willitscale.step.network.Network` of ``scenario``; the flow backend (and the
+    simulator it imports) only with ``--network flow``."""
+    if scenario.network is None:
+        return AnalyticNetwork()
+    from willitscale.step.flow_network import network_for
+
+    return network_for(scenario)
 
 
 def per_op_spec(scenario):
@@ -120,15 +135,6 @@ def memory_settings(scenario) -> MemorySettings:
                           foreach_adamw=scenario.optimizer == "adamw-foreach",
                           distribute_saved=scenario.distribute_saved_activations,
                           cuda_context=scenario.cuda_context)
-
-
-def _flow(scenario):
-    """``--network flow``: the simulated all-reduce over every GPU (a data-parallel group that
-    spans the whole cluster), ``per_byte x size + fixed``; other groups stay analytic."""
-    if scenario.network is None or scenario.measured.allreduce_time is not None \
-            or scenario.cluster.gpus < 2:
-        return None
-    return scenario.network.all_reduce_model(scenario.cluster)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

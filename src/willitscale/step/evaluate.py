@@ -11,12 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from willitscale.collectives.lines import (
-    affine_rows,
-    collective_lines,
-    line_time,
-    pair_time,
-)
+from willitscale.collectives.lines import line_time, pair_time
 from willitscale.compute.model import op_costs
 from willitscale.memory.activations import activation_bytes
 from willitscale.memory.device import nccl_bytes
@@ -27,6 +22,7 @@ from willitscale.step.assemble import assemble, optimizer_time_per_param
 from willitscale.step.context import context_traffic, kv_block_bytes
 from willitscale.step.engine import BatchResult, Context, make_context
 from willitscale.step.expert import expert_traffic
+from willitscale.step.network import AnalyticNetwork
 from willitscale.step.pipeline import in_flight, pipeline_time, send_traffic
 from willitscale.step.sharding import shard_groups, zero3_exposed
 from willitscale.step.tail import gradient_tail
@@ -157,24 +153,8 @@ def _places(ctx, b):
 
 
 def _lines(ctx, b, places):
-    links = ctx.links
-    L = {f"tp_{op}": collective_lines(op, places["tp"], links)
-         for op in ("all_reduce", "reduce_scatter", "all_gather")}
-    L["cp"] = collective_lines("send_recv", places["cp"], links)
-    L["ep"] = collective_lines("all_to_all", places["ep"], links)
-    L["pp"] = collective_lines("send_recv", places["pp"], links)
-    L["emb"] = collective_lines("all_reduce", places["pp"], links, ranks=np.where(b.pp >= 2, 2, 1))
-    L["dp_ar"] = collective_lines("all_reduce", places["dp"], links)
-    if ctx.flow is not None:  # the simulated fabric for a data-parallel group of every GPU
-        whole = places["dp"].size == ctx.scenario.cluster.gpus
-        L["dp_ar"] = affine_rows(L["dp_ar"], whole, ctx.flow.fixed, ctx.flow.per_byte)
-    for name in ("shard", "eshard"):
-        L[f"{name}_rs"] = collective_lines("reduce_scatter", places[name], links)
-        L[f"{name}_ag"] = collective_lines("all_gather", places[name], links)
-    L["edp_ar"] = collective_lines("all_reduce", places["edp"], links)
-    L["replica"] = collective_lines("all_reduce", places["replica"], links)
-    L["ereplica"] = collective_lines("all_reduce", places["ereplica"], links)
-    return L
+    """Every group's lines from the context's network (:mod:`willitscale.step.network`)."""
+    return (ctx.network or AnalyticNetwork()).lines(ctx, b, places)
 
 
 def _traffic(ctx, b, st, comp, params, places, L):
@@ -230,8 +210,11 @@ def run(ctx, b, *, detail: bool = False, memory_only: bool = False) -> BatchResu
 
     tail = gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, detail=detail)
 
-    return assemble(ctx, b, st, comp, params, traffic, mem, pipe, bubble, crit, tail, places,
-                    detail=detail)
+    result = assemble(ctx, b, st, comp, params, traffic, mem, pipe, bubble, crit, tail, places,
+                      detail=detail)
+    if detail and ctx.network is not None:
+        result.detail["network"] = ctx.network.report(ctx, b, places)
+    return result
 
 
 def _nccl_groups(ctx, b, places):
