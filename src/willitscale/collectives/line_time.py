@@ -14,8 +14,11 @@ is the *achieved* time of :mod:`willitscale.collectives.nccl.run` for NCCL colum
 
     t = lat (L' - P') + plugin P' + T x inv_eff + ramp L' T / (T + width L')      T = slope S / corr
 
-and the choice time itself for plain columns. Table rows marked ``affine`` (a simulated
-fabric's time for the group) take ``intercept + slope x S`` of their first column.
+and the choice time itself for plain columns. Where ``measured`` holds a line for the (row,
+column) chosen (a calibration's ``[[collective]]`` entry, :mod:`willitscale.collectives.measured_lines`),
+the time is that line, ``a + b x S``, in place of the achieved time; the choice is unchanged (a
+measurement does not change what NCCL runs). Table rows marked ``affine`` (a simulated fabric's
+time for the group) take ``intercept + slope x S`` of their first column.
 
 :func:`line_time` evaluates each distinct (geometry, size) pair once: a bucket layout shared by
 thousands of plans costs a handful of evaluations.
@@ -76,6 +79,9 @@ class CollectiveLines:
     tolerance: float = DEFAULT_TOLERANCE
     geometry: np.ndarray | None = None  #: (plans,) table row of each plan
     affine: np.ndarray | None = None  #: (rows,) rows timed by their first column's plain line
+    #: (rows, columns, 2): a measured line (seconds, seconds per byte) timing that candidate
+    #: when it is chosen; NaN where none was measured
+    measured: np.ndarray | None = None
 
     @property
     def plans(self) -> int:
@@ -91,6 +97,7 @@ class CollectiveLines:
                        plugin=np.zeros(shape) if self.plugin is None else self.plugin,
                        terms=LineTerms.plain(shape[1]) if self.terms is None else self.terms,
                        affine=np.zeros(shape[0], dtype=bool) if self.affine is None else self.affine,
+                       measured=np.full(shape + (2,), np.nan) if self.measured is None else self.measured,
                        geometry=self.rows_of_plans())
 
 
@@ -125,6 +132,9 @@ def _evaluate(lines: CollectiveLines, rows: np.ndarray, s: np.ndarray):
         time = choice[at, index]
     else:
         time = _achieved(lines, terms, rows, index, L[at, index], T[at, index])
+    if lines.measured is not None:
+        line = lines.measured[rows, index]
+        time = np.where(np.isfinite(line[:, 0]), line[:, 0] + line[:, 1] * s, time)
     if lines.affine is not None and lines.affine.any():
         plain = lines.intercept[rows, 0] + lines.slope[rows, 0] * s
         flat = lines.affine[rows]
@@ -179,7 +189,8 @@ def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLine
     m = np.asarray(mask, dtype=bool)
     n_a = a.intercept.shape[0]
     geometry = np.where(m, a.rows_of_plans(), b.rows_of_plans() + n_a)
-    if a.algorithms == b.algorithms and a.terms is None and b.terms is None:
+    if (a.algorithms == b.algorithms and a.terms is None and b.terms is None
+            and a.measured is None and b.measured is None):
         affine = None if a.affine is None and b.affine is None else np.concatenate([a.full().affine,
                                                                                     b.full().affine])
         return replace(a, intercept=np.vstack([a.intercept, b.intercept]),
@@ -187,6 +198,8 @@ def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLine
     a, b = a.full(), b.full()
 
     def block(x, y, fill):
+        if x.ndim == 3:  # (rows, columns, 2): block each plane
+            return np.stack([block(x[..., k], y[..., k], fill) for k in range(x.shape[2])], axis=2)
         return np.block([[x, np.full((x.shape[0], y.shape[1]), fill)],
                          [np.full((y.shape[0], x.shape[1]), fill), y]])
 
@@ -194,7 +207,8 @@ def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLine
         op=a.op, algorithms=a.algorithms + b.algorithms, tolerance=a.tolerance,
         intercept=block(a.intercept, b.intercept, np.inf), slope=block(a.slope, b.slope, 0.0),
         plateau=block(a.plateau, b.plateau, np.inf), plugin=block(a.plugin, b.plugin, 0.0),
-        terms=a.terms.join(b.terms), geometry=geometry, affine=np.concatenate([a.affine, b.affine]))
+        terms=a.terms.join(b.terms), geometry=geometry, affine=np.concatenate([a.affine, b.affine]),
+        measured=block(a.measured, b.measured, np.nan))
 
 
 def affine_rows(lines: CollectiveLines, rows, fixed, per_byte) -> CollectiveLines:
@@ -209,7 +223,9 @@ def affine_rows(lines: CollectiveLines, rows, fixed, per_byte) -> CollectiveLine
                    slope=np.vstack([out.slope, extra(per_byte, 0.0)]),
                    plateau=np.vstack([out.plateau, extra(np.inf, np.inf)]),
                    plugin=np.vstack([out.plugin, extra(0.0, 0.0)]),
-                   affine=np.concatenate([out.affine, [True]]), geometry=geometry)
+                   affine=np.concatenate([out.affine, [True]]),
+                   measured=np.concatenate([out.measured, np.full((1, columns, 2), np.nan)]),
+                   geometry=geometry)
 
 
 def pair_time(lines_a: CollectiveLines, size_a, lines_b: CollectiveLines, size_b):

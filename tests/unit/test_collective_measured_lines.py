@@ -1,0 +1,106 @@
+"""A calibration's measured ``[[collective]]`` entries time the estimate's collectives
+(willitscale.collectives.measured_lines): planted lines must show up exactly."""
+
+import json
+
+import numpy as np
+import pytest
+
+from willitscale.collectives.lines import cluster_links, collective_lines, line_time
+from willitscale.scenario.build import build_scenario
+from willitscale.topology.placement import group_placement
+
+MIB = 2**20
+FLAGS = ["estimate", "--params", "1e9", "--gpu", "a100-80gb", "--nodes", "2", "--gpus-per-node", "1",
+         "--micro-batch", "4", "--seq-len", "1024", "--json", "--no-overlap"]
+
+
+def _entry(algorithm, protocol, *, latency_us, algbw_GBps, nodes=2, rpn=1, backend="nccl",
+           op="all_reduce", sizes=(MIB, 2**30)):
+    return (f'[[collective]]\nbackend = "{backend}"\nop = "{op}"\nalgorithm = "{algorithm}"\n'
+            f'protocol = "{protocol}"\nnodes = {nodes}\nranks_per_node = {rpn}\n'
+            f"latency_us = {latency_us}\nalgbw_GBps = {algbw_GBps}\n"
+            f"min_size_bytes = {sizes[0]}\nmax_size_bytes = {sizes[1]}\nruns = [7]\n")
+
+
+def _write(tmp_path, *entries, links=""):
+    path = tmp_path / "cal.toml"
+    path.write_text("format = 2\n" + links + "".join(entries))
+    return str(path)
+
+
+def _every_ring_tree_pair(**kw):
+    return [_entry(a, p, **kw) for a in ("Ring", "Tree") for p in ("LL", "LL128", "Simple")]
+
+
+def test_a_planted_curve_is_the_estimates_gradient_all_reduce_time(cli, tmp_path):
+    # 2 nodes x 1 A100: NCCL may pick Ring or Tree with any protocol per bucket; plant the same
+    # line for all six, 100 us + S / 5 GB/s, so whichever it picks the bucket takes that line.
+    path = _write(tmp_path, *_every_ring_tree_pair(latency_us=100.0, algbw_GBps=5.0))
+    code, out, err = cli(*FLAGS, "--calibration", path)
+    assert code == 0, err
+    d = json.loads(out)
+    (op,) = d["comm_ops"]
+    # 1e9 fp32 gradients = 4e9 B in DDP's buckets: 1 MiB first, then 25 MiB:
+    # 1 + ceil((4e9 - 2^20) / (25 x 2^20)) = 1 + ceil(152.55) = 154 all-reduces
+    assert op["calls"] == 154 and op["size_bytes"] == pytest.approx(4e9)
+    # no overlap: comms = 154 x 100 us + 4e9 B / 5e9 B/s = 0.0154 + 0.8 = 0.8154 s
+    assert d["comms_s"] == pytest.approx(154 * 100e-6 + 4e9 / 5e9, rel=1e-9)
+    notes = [a["value"] for a in d["assumptions"] if a["what"] == "measured collective"]
+    assert len(notes) == 6 and "extrapolated along that line" in notes[0] and "1.00 MiB" in notes[0]
+
+
+def test_an_entry_of_another_geometry_changes_nothing(cli, tmp_path):
+    code, out, _ = cli(*FLAGS)
+    assert code == 0
+    plain = json.loads(out)["comms_s"]
+    path = _write(tmp_path, *_every_ring_tree_pair(latency_us=100.0, algbw_GBps=5.0, nodes=4))
+    code, out, _ = cli(*FLAGS, "--calibration", path)
+    assert code == 0
+    assert json.loads(out)["comms_s"] == plain  # 4 nodes measured, the group spans 2
+
+
+def _lines(path, collectives="nccl"):
+    scenario = build_scenario({"params": 1e9, "gpu": "a100-80gb", "nodes": 2, "gpus_per_node": 1,
+                               "seq_len": 1024, "collectives": collectives,
+                               **({"calibration": path} if path else {})})
+    links = cluster_links(scenario)
+    dp = group_placement("dp", {"tp": 1, "cp": 1, "ep": 1, "dp": 2, "pp": 1}, 1)
+    return collective_lines("all_reduce", dp, links)
+
+
+def test_nccl_keeps_its_pick_and_times_only_the_measured_pair(tmp_path):
+    path = _write(tmp_path, _entry("Ring", "Simple", latency_us=100.0, algbw_GBps=5.0))
+    model, measured = _lines(None), _lines(path)
+    sizes = np.array([1024.0, 2.0**30])
+    t0, pick0 = line_time(model, sizes, with_choice=True)
+    t1, pick1 = line_time(measured, sizes, with_choice=True)
+    names = [model.algorithms[i] for i in np.ravel(pick0)]
+    assert names[1] == "Ring/Simple" and names[0] != "Ring/Simple"  # NCCL's model's picks
+    assert np.array_equal(pick0, pick1)  # a measurement does not change what NCCL runs
+    t0, t1 = np.ravel(t0), np.ravel(t1)
+    assert t1[0] == t0[0]  # 1 KiB: an unmeasured pair, the model's time
+    # 1 GiB on the measured Ring/Simple: 100 us + 2^30 / 5e9 = 0.21485 s (model: ~0.05 s)
+    assert t1[1] == pytest.approx(100e-6 + 2**30 / 5e9, rel=1e-12)
+    assert t0[1] < 0.1
+
+
+def test_alpha_beta_takes_the_fastest_measured_pair(tmp_path):
+    link = ('[[link]]\nlevel = "inter_node"\nbandwidth_GBps = 20.0\nlatency_us = 5\n'
+            'backend = "nccl"\nranks_per_node = 1\n')
+    path = _write(tmp_path, _entry("Ring", "Simple", latency_us=100.0, algbw_GBps=5.0),
+                  _entry("Tree", "LL", latency_us=5.0, algbw_GBps=0.5), links=link)
+    lines = _lines(path)
+    t = np.ravel(line_time(lines, np.array([1024.0, 2.0**30])))
+    # 1 KiB: Tree/LL 5 us + 1024 / 0.5e9 = 7.048 us beats Ring/Simple's 100.2 us
+    assert t[0] == pytest.approx(5e-6 + 1024 / 0.5e9, rel=1e-12)
+    # 1 GiB: Ring/Simple 100 us + 2^30 / 5e9 = 0.2148 s beats Tree/LL's 2.147 s
+    assert t[1] == pytest.approx(100e-6 + 2**30 / 5e9, rel=1e-12)
+
+
+def test_gloo_times_the_group_by_its_measured_ring(tmp_path):
+    entry = _entry("ring", "", latency_us=800.0, algbw_GBps=0.02, backend="gloo")
+    path = _write(tmp_path, entry)
+    t = np.ravel(line_time(_lines(path, "gloo"), np.array([4e6])))
+    # 800 us + 4e6 B / 0.02e9 B/s = 0.2008 s (the measured line already holds any host staging)
+    assert t[0] == pytest.approx(800e-6 + 4e6 / 0.02e9, rel=1e-12)
