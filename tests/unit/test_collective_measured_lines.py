@@ -44,6 +44,7 @@ def test_a_planted_curve_is_the_estimates_gradient_all_reduce_time(cli, tmp_path
     # 1e9 fp32 gradients = 4e9 B in DDP's buckets: 1 MiB first, then 25 MiB:
     # 1 + ceil((4e9 - 2^20) / (25 x 2^20)) = 1 + ceil(152.55) = 154 all-reduces
     assert op["calls"] == 154 and op["size_bytes"] == pytest.approx(4e9)
+    assert op["algorithm"].startswith("NCCL Ring/Simple (measured)")  # a 26 MB mean bucket
     # no overlap: comms = 154 x 100 us + 4e9 B / 5e9 B/s = 0.0154 + 0.8 = 0.8154 s
     assert d["comms_s"] == pytest.approx(154 * 100e-6 + 4e9 / 5e9, rel=1e-9)
     notes = [a["value"] for a in d["assumptions"] if a["what"] == "measured collective"]

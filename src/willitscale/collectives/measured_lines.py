@@ -111,7 +111,7 @@ def _alpha_beta(lines: CollectiveLines, matched) -> CollectiveLines:
         for curve in found:
             j = old + pairs.index(curve.pair)
             intercept[i, j], slope[i, j] = _line(curve)
-    return replace(lines, algorithms=lines.algorithms + tuple(f"measured NCCL {p}" for p in pairs),
+    return replace(lines, algorithms=lines.algorithms + tuple(f"{p} (measured)" for p in pairs),
                    intercept=intercept, slope=slope, tolerance=0.0)
 
 
