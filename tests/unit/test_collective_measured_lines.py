@@ -105,3 +105,26 @@ def test_gloo_times_the_group_by_its_measured_ring(tmp_path):
     t = np.ravel(line_time(_lines(path, "gloo"), np.array([4e6])))
     # 800 us + 4e6 B / 0.02e9 B/s = 0.2008 s (the measured line already holds any host staging)
     assert t[0] == pytest.approx(800e-6 + 4e6 / 0.02e9, rel=1e-12)
+
+
+PLAN = ["plan", "--params", "1e9", "--gpu", "a100-80gb", "--nodes", "2", "--gpus-per-node", "1",
+        "--seq-len", "1024", "--global-batch", "8", "--zero", "0", "--json"]
+
+
+def test_the_planner_times_plans_by_the_measured_curve_as_the_estimate_does(cli, tmp_path):
+    import shlex
+
+    path = _write(tmp_path, *_every_ring_tree_pair(latency_us=100.0, algbw_GBps=5.0))
+    code, out, err = cli(*PLAN)
+    assert code == 0, err
+    plain = json.loads(out)["plans"][0]
+    code, out, err = cli(*PLAN, "--calibration", path)
+    assert code == 0, err
+    best = json.loads(out)["plans"][0]
+    # 4e9 B of gradients at 5 GB/s alone take 0.8 s, far above the catalog link's time
+    assert best["step_time_s"] > plain["step_time_s"] + 0.5
+    code, out, err = cli("estimate", "--params", "1e9", "--gpu", "a100-80gb", "--nodes", "2",
+                         "--gpus-per-node", "1", "--seq-len", "1024", *shlex.split(best["flags"]),
+                         "--calibration", path, "--json")
+    assert code == 0, err
+    assert json.loads(out)["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
