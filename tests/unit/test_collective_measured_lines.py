@@ -128,3 +128,19 @@ def test_the_planner_times_plans_by_the_measured_curve_as_the_estimate_does(cli,
                          "--calibration", path, "--json")
     assert code == 0, err
     assert json.loads(out)["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
+
+
+def test_a_what_if_faster_nic_speeds_up_the_measured_bytes_term(tmp_path):
+    from dataclasses import replace
+
+    path = _write(tmp_path, *_every_ring_tree_pair(latency_us=100.0, algbw_GBps=5.0))
+    scenario = build_scenario({"params": 1e9, "gpu": "a100-80gb", "nodes": 2, "gpus_per_node": 1,
+                               "seq_len": 1024, "calibration": path})
+    links = cluster_links(scenario)
+    # the levers' what-if: each node's NICs twice as fast (line rate and bandwidth alike)
+    faster = replace(links, inter_bandwidth=2 * links.inter_bandwidth,
+                     inter_line_rate=2 * links.inter_line_rate)
+    dp = group_placement("dp", {"tp": 1, "cp": 1, "ep": 1, "dp": 2, "pp": 1}, 1)
+    t = np.ravel(line_time(collective_lines("all_reduce", dp, faster), np.array([2.0**30])))
+    # the group crosses the NICs: 100 us + 2^30 B / (2 x 5 GB/s) = 0.10747 s (latency unchanged)
+    assert t[0] == pytest.approx(100e-6 + 2**30 / 10e9, rel=1e-12)

@@ -235,5 +235,5 @@ def collective_lines(op: str, placement, links: ClusterLinks, *, ranks=None) -> 
     if links.curves:
         from willitscale.collectives.measured_lines import with_measured_curves
 
-        lines = with_measured_curves(lines, unique, links.curves, links.backend)
+        lines = with_measured_curves(lines, unique, links.curves, links.backend, links.scale)
     return lines

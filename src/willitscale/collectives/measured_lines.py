@@ -21,6 +21,11 @@ inside one node: ``nodes = 1``). The share of the node's NICs is not compared: a
 ranks per node gets ``r / gpus_per_node`` of them in the placement, as one such communicator
 measured alone on the nodes did.
 
+A what-if that makes a level ``k`` times faster (``estimate``'s levers, ``requirements``: the
+links' line rates scaled, :attr:`~willitscale.collectives.lines.ClusterLinks.scale`) makes a
+measured line's bytes term ``k`` times faster, its latency unchanged: the inter-node factor for a
+group across nodes (its bytes cross the NICs), the intra-node one for a group inside a node.
+
 Outside the sizes an entry was fitted to (``min_size_bytes``..``max_size_bytes``) its line is
 extrapolated as it stands (latency + size / bandwidth): continuous and, above the largest size,
 NCCL's own form; below the smallest, the fitted latency may not be the latency NCCL pays there (a
@@ -61,12 +66,14 @@ def _row_geometry(key: float, size: float) -> tuple[int, int] | None:
     return (n // k, k) if n % k == 0 else None
 
 
-def _line(curve) -> tuple[float, float]:
-    return float(curve.latency), 1.0 / float(curve.bandwidth)
+def _line(curve, faster: float = 1.0) -> tuple[float, float]:
+    """(latency, seconds per byte) of ``curve``, its bytes term ``faster`` times faster."""
+    return float(curve.latency), 1.0 / (float(curve.bandwidth) * faster)
 
 
-def _matched(lines: CollectiveLines, unique, curves, backend: str):
-    """(row, entries) for every row with at least one matching entry."""
+def _matched(lines: CollectiveLines, unique, curves, backend: str, scale):
+    """(row, entries, what-if speed-up of the row's bytes term) for every row with at least one
+    matching entry."""
     out = []
     for i, (key, size, _share) in enumerate(unique):
         geometry = _row_geometry(float(key), float(size))
@@ -74,7 +81,7 @@ def _matched(lines: CollectiveLines, unique, curves, backend: str):
             continue
         found = curves_for(curves, lines.op, backend, *geometry)
         if found:
-            out.append((i, found))
+            out.append((i, found, float(scale[1] if geometry[0] > 1 else scale[0])))
     return out
 
 
@@ -82,11 +89,11 @@ def _by_pair(lines: CollectiveLines, matched) -> CollectiveLines:
     """NCCL lines: a measured pair times its column where NCCL picks it."""
     columns = {name.lower(): j for j, name in enumerate(lines.algorithms)}
     measured = np.full(lines.intercept.shape + (2,), np.nan)
-    for i, found in matched:
+    for i, found, faster in matched:
         for curve in found:
             j = columns.get(curve.pair.lower())
             if j is not None and np.isfinite(lines.intercept[i, j]):
-                measured[i, j] = _line(curve)
+                measured[i, j] = _line(curve, faster)
     if np.isnan(measured).all():
         return lines
     return replace(lines, measured=measured)
@@ -95,32 +102,34 @@ def _by_pair(lines: CollectiveLines, matched) -> CollectiveLines:
 def _gloo(lines: CollectiveLines, matched) -> CollectiveLines:
     """Gloo lines (one column, Gloo's algorithm for the op): the measured line times the row."""
     intercept, slope = lines.intercept.copy(), lines.slope.copy()
-    for i, found in matched:
-        intercept[i, 0], slope[i, 0] = _line(found[0])
+    for i, found, faster in matched:
+        intercept[i, 0], slope[i, 0] = _line(found[0], faster)
     return replace(lines, intercept=intercept, slope=slope)
 
 
 def _alpha_beta(lines: CollectiveLines, matched) -> CollectiveLines:
     """alpha-beta lines: a column per measured pair; on a measured row only those run."""
-    pairs = sorted({c.pair for _, found in matched for c in found})
+    pairs = sorted({c.pair for _, found, _ in matched for c in found})
     rows, old = lines.intercept.shape
     intercept = np.hstack([lines.intercept, np.full((rows, len(pairs)), np.inf)])
     slope = np.hstack([lines.slope, np.zeros((rows, len(pairs)))])
-    for i, found in matched:
+    for i, found, faster in matched:
         intercept[i, :old] = np.inf
         for curve in found:
             j = old + pairs.index(curve.pair)
-            intercept[i, j], slope[i, j] = _line(curve)
+            intercept[i, j], slope[i, j] = _line(curve, faster)
     return replace(lines, algorithms=lines.algorithms + tuple(f"{p} (measured)" for p in pairs),
                    intercept=intercept, slope=slope, tolerance=0.0)
 
 
-def with_measured_curves(lines: CollectiveLines, unique, curves, backend: str) -> CollectiveLines:
+def with_measured_curves(lines: CollectiveLines, unique, curves, backend: str,
+                         scale=(1.0, 1.0)) -> CollectiveLines:
     """``lines`` (rows: the distinct geometries ``unique``) timed by the measured entries
-    ``curves`` wherever one matches, as the module docstring says."""
+    ``curves`` wherever one matches, as the module docstring says; ``scale``: (intra, inter)
+    what-if factors of the links' line rates."""
     if not curves:
         return lines
-    matched = _matched(lines, unique, curves, backend)
+    matched = _matched(lines, unique, curves, backend, scale)
     if not matched:
         return lines
     if backend == "nccl":
