@@ -144,3 +144,15 @@ def test_a_what_if_faster_nic_speeds_up_the_measured_bytes_term(tmp_path):
     t = np.ravel(line_time(collective_lines("all_reduce", dp, faster), np.array([2.0**30])))
     # the group crosses the NICs: 100 us + 2^30 B / (2 x 5 GB/s) = 0.10747 s (latency unchanged)
     assert t[0] == pytest.approx(100e-6 + 2**30 / 10e9, rel=1e-12)
+
+
+def test_nccl_names_are_read_as_nccl_spells_them_and_an_unknown_one_is_an_error(tmp_path):
+    from willitscale.errors import ConfigError
+
+    # "ring"/"simple" is NCCL_ALGO=ring NCCL_PROTO=simple: the same pair as Ring/Simple
+    path = _write(tmp_path, _entry("ring", "Simple", latency_us=100.0, algbw_GBps=5.0))
+    t = np.ravel(line_time(_lines(path), np.array([2.0**30])))
+    assert t[0] == pytest.approx(100e-6 + 2**30 / 5e9, rel=1e-12)
+    bad = _write(tmp_path, _entry("Hypercube", "Simple", latency_us=100.0, algbw_GBps=5.0))
+    with pytest.raises(ConfigError, match="Hypercube"):
+        _lines(bad)

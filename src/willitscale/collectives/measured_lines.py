@@ -14,7 +14,8 @@ estimate, the planner and every what-if that costs collectives through
 * **Gloo** runs one algorithm per op: a measured entry of that op times the group outright.
 * **alpha-beta** (NCCL on a calibration's fitted link levels, where NCCL's model is not run): the
   measured pairs replace the alpha-beta candidates of the group, and the fastest measured pair
-  per size is taken (NCCL's tuner aims at the fastest pair; unmeasured pairs are not known here).
+  per size is taken (NCCL's tuner aims at the fastest pair; unmeasured pairs are not known here;
+  as everywhere on these lines, the first within the alpha-beta rule's tolerance of the fastest).
 
 A geometry matches an entry when the group has the entry's nodes and ranks per node (a group
 inside one node: ``nodes = 1``). The share of the node's NICs is not compared: a group of ``r``
@@ -85,13 +86,23 @@ def _matched(lines: CollectiveLines, unique, curves, backend: str, scale):
     return out
 
 
+def _pair(curve) -> str:
+    """NCCL's spelling of an entry's pair ("Ring/Simple", "NVLSTree/Simple"); an algorithm NCCL
+    does not have is a :class:`~willitscale.errors.ConfigError` naming NCCL's."""
+    from willitscale.collectives.nccl.run import parse_nccl_algorithm, parse_protocol
+
+    field = f"[[collective]] {curve.op} on {curve.nodes} x {curve.ranks_per_node}: algorithm"
+    algorithm = parse_nccl_algorithm(curve.algorithm, field=field).value
+    return f"{algorithm}/{parse_protocol(curve.protocol, field=field[:-9] + 'protocol').label}"
+
+
 def _by_pair(lines: CollectiveLines, matched) -> CollectiveLines:
     """NCCL lines: a measured pair times its column where NCCL picks it."""
-    columns = {name.lower(): j for j, name in enumerate(lines.algorithms)}
+    columns = {name: j for j, name in enumerate(lines.algorithms)}
     measured = np.full(lines.intercept.shape + (2,), np.nan)
     for i, found, faster in matched:
         for curve in found:
-            j = columns.get(curve.pair.lower())
+            j = columns.get(_pair(curve))
             if j is not None and np.isfinite(lines.intercept[i, j]):
                 measured[i, j] = _line(curve, faster)
     if np.isnan(measured).all():
@@ -108,18 +119,19 @@ def _gloo(lines: CollectiveLines, matched) -> CollectiveLines:
 
 
 def _alpha_beta(lines: CollectiveLines, matched) -> CollectiveLines:
-    """alpha-beta lines: a column per measured pair; on a measured row only those run."""
-    pairs = sorted({c.pair for _, found, _ in matched for c in found})
+    """alpha-beta lines: a column per measured pair; on a measured row only those run, chosen by
+    the alpha-beta rule (the first within its tolerance of the fastest)."""
+    pairs = sorted({_pair(c) for _, found, _ in matched for c in found})
     rows, old = lines.intercept.shape
     intercept = np.hstack([lines.intercept, np.full((rows, len(pairs)), np.inf)])
     slope = np.hstack([lines.slope, np.zeros((rows, len(pairs)))])
     for i, found, faster in matched:
         intercept[i, :old] = np.inf
         for curve in found:
-            j = old + pairs.index(curve.pair)
+            j = old + pairs.index(_pair(curve))
             intercept[i, j], slope[i, j] = _line(curve, faster)
     return replace(lines, algorithms=lines.algorithms + tuple(f"{p} (measured)" for p in pairs),
-                   intercept=intercept, slope=slope, tolerance=0.0)
+                   intercept=intercept, slope=slope)
 
 
 def with_measured_curves(lines: CollectiveLines, unique, curves, backend: str,
