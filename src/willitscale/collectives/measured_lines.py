@@ -17,6 +17,12 @@ estimate, the planner and every what-if that costs collectives through
   per size is taken (NCCL's tuner aims at the fastest pair; unmeasured pairs are not known here;
   as everywhere on these lines, the first within the alpha-beta rule's tolerance of the fastest).
 
+NCCL's send_recv and all_to_all (pipeline sends, context-parallel ring passes, expert
+all-to-alls) are point-to-point sends: their entries (``P2P``, protocol ``LL/Simple``, NCCL's own
+choice per message, :mod:`willitscale.hardware.profile_collective`) time the model's one
+point-to-point candidate, ``P2P/Simple``, under NCCL, and are the one measured candidate under
+alpha-beta.
+
 A geometry matches an entry when the group has the entry's nodes and ranks per node (a group
 inside one node: ``nodes = 1``). The share of the node's NICs is not compared: a group of ``r``
 ranks per node gets ``r / gpus_per_node`` of them in the placement, as one such communicator
@@ -87,13 +93,22 @@ def _matched(lines: CollectiveLines, unique, curves, backend: str, scale):
 
 
 def _pair(curve) -> str:
-    """NCCL's spelling of an entry's pair ("Ring/Simple", "NVLSTree/Simple"); an algorithm NCCL
-    does not have is a :class:`~willitscale.errors.ConfigError` naming NCCL's."""
+    """NCCL's spelling of the model candidate an entry times ("Ring/Simple", "NVLSTree/Simple";
+    a point-to-point entry, ``P2P (LL/Simple)``, times the model's one P2P candidate
+    "P2P/Simple"); an algorithm NCCL does not have is a
+    :class:`~willitscale.errors.ConfigError` naming NCCL's."""
     from willitscale.collectives.nccl.run import parse_nccl_algorithm, parse_protocol
 
     field = f"[[collective]] {curve.op} on {curve.nodes} x {curve.ranks_per_node}: algorithm"
-    algorithm = parse_nccl_algorithm(curve.algorithm, field=field).value
-    return f"{algorithm}/{parse_protocol(curve.protocol, field=field[:-9] + 'protocol').label}"
+    algorithm, protocol = curve.model_pair
+    algorithm = parse_nccl_algorithm(algorithm, field=field).value
+    return f"{algorithm}/{parse_protocol(protocol, field=field[:-9] + 'protocol').label}"
+
+
+def _label(curve) -> str:
+    """An entry's name as a column of its own: NCCL's spelling of its pair; a point-to-point
+    entry's own labels, "P2P (LL/Simple)"."""
+    return curve.pair if curve.point_to_point else _pair(curve)
 
 
 def _by_pair(lines: CollectiveLines, matched) -> CollectiveLines:
@@ -121,14 +136,14 @@ def _gloo(lines: CollectiveLines, matched) -> CollectiveLines:
 def _alpha_beta(lines: CollectiveLines, matched) -> CollectiveLines:
     """alpha-beta lines: a column per measured pair; on a measured row only those run, chosen by
     the alpha-beta rule (the first within its tolerance of the fastest)."""
-    pairs = sorted({_pair(c) for _, found, _ in matched for c in found})
+    pairs = sorted({_label(c) for _, found, _ in matched for c in found})
     rows, old = lines.intercept.shape
     intercept = np.hstack([lines.intercept, np.full((rows, len(pairs)), np.inf)])
     slope = np.hstack([lines.slope, np.zeros((rows, len(pairs)))])
     for i, found, faster in matched:
         intercept[i, :old] = np.inf
         for curve in found:
-            j = old + pairs.index(_pair(curve))
+            j = old + pairs.index(_label(curve))
             intercept[i, j], slope[i, j] = _line(curve, faster)
     return replace(lines, algorithms=lines.algorithms + tuple(f"{p} (measured)" for p in pairs),
                    intercept=intercept, slope=slope)
