@@ -99,6 +99,13 @@ def test_a_sendrecv_log_gives_a_p2p_entry_that_times_the_pipeline_sends(cli, tmp
     assert (entry["nodes"], entry["ranks_per_node"]) == (2, 1)
     assert entry["latency_us"] == pytest.approx(latency * 1e6, rel=0.01)
     assert entry["algbw_GBps"] == pytest.approx(bandwidth / 1e9, rel=0.01)
+    # validate predicts the sweep's rows by the entry (in-sample), and says so
+    code, out, err = cli("validate", "--calibration", path, "--json")
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert len(rows) == 2 * len(SIZES) and all(r["in_sample"] for r in rows)
+    assert {r["predicted_by"] for r in rows} == {"[[collective]] nccl send_recv P2P (LL/Simple) on 2 x 1 (runs 1)"}
+    assert max(abs(r["error"]) for r in rows) < 0.01
     flags = ["estimate", "--model", "gpt2", "--gpu", "a100-80gb", "--nodes", "2", "--gpus-per-node",
              "1", "--pp", "2", "--micro-batch", "4", "--seq-len", "1024", "--no-overlap", "--json"]
     code, out, err = cli(*flags)

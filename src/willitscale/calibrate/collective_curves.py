@@ -32,7 +32,7 @@ from willitscale.collectives.nccl.run import parse_nccl_algorithm, parse_protoco
 from willitscale.errors import ConfigError
 from willitscale.hardware.profile_collective import P2P_ALGORITHM, P2P_OPS, P2P_PROTOCOL, CollectiveCurve
 
-__all__ = ["collective_curves", "fit_latency_bandwidth"]
+__all__ = ["collective_curves", "fit_latency_bandwidth", "measured_pair"]
 
 
 def fit_latency_bandwidth(sizes, times) -> tuple[float, float, float]:
@@ -50,8 +50,9 @@ def fit_latency_bandwidth(sizes, times) -> tuple[float, float, float]:
     return float(latency), float(1.0 / inverse), rms
 
 
-def _pair(run: MeasuredRun, op) -> tuple[str, str] | str:
-    """(algorithm, protocol) the run ran for ``op``, or why it is not known."""
+def measured_pair(run: MeasuredRun, op) -> tuple[str, str] | str:
+    """(algorithm, protocol) the run ran for ``op``, as its ``[[collective]]`` entry names
+    them, or why it is not known (the module docstring says when it is)."""
     if run.backend == "gloo":
         return GLOO_ALGORITHM[op].split(" (")[0], ""
     if run.backend != "nccl":
@@ -76,7 +77,7 @@ def _points(runs: Sequence[MeasuredRun]) -> tuple[dict, list[str]]:
         for row in run.rows:
             if row.wrong or row.ranks < 2:
                 continue
-            pair = _pair(run, row.op)
+            pair = measured_pair(run, row.op)
             if isinstance(pair, str):
                 notes.setdefault((run.id, row.op.value),
                                  f"run {run.id}: no [[collective]] entry for {row.op.value}: {pair}")
