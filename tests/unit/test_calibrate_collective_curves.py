@@ -170,3 +170,31 @@ def test_point_to_point_labels_are_checked():
     assert (spelled.algorithm, spelled.protocol, spelled.model_pair) == ("P2P", "LL/Simple", ("P2P", "Simple"))
     # Gloo's direct sends keep Gloo's own name
     assert CollectiveCurve(op="send_recv", algorithm="direct", **{**kw, "backend": "gloo"}).pair == "direct"
+
+
+def test_collective_gloo_takes_its_measured_entry_and_alpha_beta_is_refused(cli, tmp_path):
+    # a Gloo ring all_reduce measured on 2 nodes x 2 ranks: 1 ms + S / 23.5 MB/s
+    curve = CollectiveCurve(backend="gloo", op="all_reduce", algorithm="ring", nodes=2, ranks_per_node=2,
+                            latency=1e-3, bandwidth=23.5e6, min_size=1e6, max_size=16e6, points=8, runs=(3,))
+    path = tmp_path / "gloo.toml"
+    path.write_text(Calibration(links=(), compute=(), sections={"collective": (curve,)}).to_toml())
+    two_level = ["--ranks", "4", "--ranks-per-node", "2", "--bandwidth", "1GB/s", "--inter-bandwidth",
+                 "200Mbps", "--backend", "gloo", "--calibration", str(path), "--json"]
+    code, out, err = cli("collective", "all_reduce", "--size", "4MB", *two_level)
+    assert code == 0, err
+    d = json.loads(out)
+    # 4 MB: 1 ms + 4e6 / 23.5e6 s = 1 ms + 170.2 ms; busbw = algbw x 2 (n-1)/n = x 1.5
+    assert d["time_s"] == pytest.approx(1e-3 + 4e6 / 23.5e6, rel=1e-12)
+    assert d["busbw_GBps"] == pytest.approx(4e6 / (1e-3 + 4e6 / 23.5e6) * 1.5 / 1e9, rel=1e-12)
+    assert d["measured"] is True and any("runs 3" in a for a in d["assumptions"])
+    # another op, or another geometry: the model's time, and the note says why
+    code, out, _ = cli("collective", "all_gather", "--size", "4MB", *two_level)
+    assert code == 0 and "measured" not in json.loads(out)
+    assert any("no Gloo [[collective]] entry for all_gather" in a for a in json.loads(out)["assumptions"])
+    # one flat level does not say whether the ranks share a node
+    code, _, err = cli("collective", "all_reduce", "--size", "4MB", "--ranks", "4", "--backend", "gloo",
+                       "--calibration", str(path))
+    assert code != 0 and "--ranks-per-node" in err
+    code, _, err = cli("collective", "all_reduce", "--size", "4MB", "--ranks", "4", "--backend",
+                       "alpha-beta", "--calibration", str(path))
+    assert code != 0 and "--backend nccl" in err and "--backend gloo" in err
