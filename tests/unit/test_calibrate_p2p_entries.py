@@ -176,3 +176,33 @@ def test_collective_takes_the_p2p_entry_for_nccls_point_to_point_candidate(cli, 
     fitted = entry["latency_us"] * 1e-6 + 2**26 / (entry["algbw_GBps"] * 1e9)
     assert d["time_s"] == pytest.approx(fitted, rel=1e-9)
     assert any("P2P (LL/Simple): measured time" in a for a in d["assumptions"])
+
+
+def test_a_p2p_entry_times_the_context_parallel_ring_passes_on_its_geometry(tmp_path):
+    # the engine's context-parallel lines are send_recv over the cp groups (step/evaluate.py);
+    # a cp group of 2 inside an 8-GPU node is 1 x 2: an entry measured there times its passes,
+    # 12 us + S / 80 GB/s; a cp group of 4 (1 x 4) keeps NCCL's own P2P model
+    import numpy as np
+
+    from willitscale.collectives.lines import cluster_links, collective_lines, line_time
+    from willitscale.hardware.calibration import Calibration
+    from willitscale.hardware.profile_collective import CollectiveCurve
+    from willitscale.scenario.build import build_scenario
+    from willitscale.topology.placement import group_placement
+
+    entry = CollectiveCurve(backend="nccl", op="send_recv", algorithm="P2P", protocol="LL/Simple", nodes=1,
+                            ranks_per_node=2, latency=12e-6, bandwidth=80e9, min_size=8, max_size=2**30)
+    path = tmp_path / "cp.toml"
+    path.write_text(Calibration(links=(), compute=(), sections={"collective": (entry,)}).to_toml())
+
+    def passes(cp, calibration):
+        scenario = build_scenario({"model": "llama3-8b", "gpu": "h100-80gb", "nodes": 1, "gpus_per_node": 8,
+                                   "seq_len": 8192, **({"calibration": str(calibration)} if calibration else {})})
+        links = cluster_links(scenario)
+        assert links.backend == "nccl"  # no [[link]] level: NCCL's lines, the entry in them
+        place = group_placement("cp", {"tp": 1, "cp": cp, "ep": 1, "dp": 8 // cp, "pp": 1}, 8)
+        return float(np.ravel(line_time(collective_lines("send_recv", place, links), np.array([4.0 * 2**20])))[0])
+
+    assert passes(2, path) == pytest.approx(12e-6 + 4 * 2**20 / 80e9, rel=1e-12)
+    assert passes(2, None) != pytest.approx(passes(2, path), rel=0.01)
+    assert passes(4, path) == passes(4, None)
