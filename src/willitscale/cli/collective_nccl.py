@@ -99,9 +99,8 @@ def run_nccl(args, op, sizes, ranks: int) -> int:
 
 
 def _print_one(r: dict, choice) -> None:
-    from rich.markup import escape
-
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     from willitscale.cli.output import console
@@ -135,9 +134,8 @@ def _print_one(r: dict, choice) -> None:
 
 
 def _print_sweep(results) -> None:
-    from rich.markup import escape
-
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     from willitscale.cli.output import console
@@ -213,7 +211,8 @@ def run_gloo(args, op, sizes, ranks: int, network, notes) -> int:
     from willitscale.units import format_size
 
     staging, device = 0.0, args.device or ("cuda" if args.node is not None else "cpu")
-    if device == "cuda":
+    entry = _gloo_entry(args, op, ranks, notes)
+    if device == "cuda" and entry is None:
         from willitscale.collectives.gloo import staging_bandwidth
         from willitscale.hardware import get_node
 
@@ -221,7 +220,6 @@ def run_gloo(args, op, sizes, ranks: int, network, notes) -> int:
         staging = staging_bandwidth(gen or 4)
         notes.append(f"CUDA tensors: staged through pinned host memory over PCIe Gen{gen or 4} x16 "
                      f"at 0.8 of its rate, before and after the collective")
-    entry = _gloo_entry(args, op, ranks, notes)
     if entry is None:
         notes.append("Gloo over TCP: the link figures are the catalog's or the flags'; a calibration "
                      "of `bench collectives --backend gloo` gives the real alpha and bandwidth")
