@@ -133,7 +133,8 @@ def test_plots_of_a_run_and_of_validate(cli, tmp_path):
     assert code == 0, err
     assert "predicted from the calibration" in err and f"fitted to runs {run}" in err
     svg = (tmp_path / "again" / f"busbw-run{run}.svg").read_text()
-    assert "predicted: all_reduce, calibrated (Gloo ring)" in svg
+    # calibrate wrote the run's Gloo ring [[collective]] entry: the curve is its measured line
+    assert "predicted: all_reduce, calibrated [[collective]] (Gloo ring)" in svg
     code, _, err = cli("validate", "--plot", str(tmp_path / "val"))
     assert code == 0, err
     assert {p.name for p in (tmp_path / "val").iterdir()} >= {"validate.png", "validate.svg",

@@ -135,3 +135,66 @@ def test_collective_uses_a_measured_pair_and_says_so(cli, tmp_path):
     code, _, err = cli("collective", "all_reduce", "--size", "1GB", "--ranks", "8", "--backend", "gloo",
                        "--calibration", str(path))
     assert code != 0 and "--calibration" in err
+
+
+def test_nccl_point_to_point_runs_are_fitted_without_nccl_algo_and_labelled_p2p():
+    # NCCL runs send_recv and all_to_all as point-to-point sends (NCCL_ALGO/NCCL_PROTO do not
+    # apply): an unforced run of both ops and all_reduce gives the two P2P entries, and a note
+    # for the all_reduce rows only. Rows made by t = 20 us + S / 10 GB/s: the fit returns both.
+    rows = _rows(20e-6, 10e9, 16, Op.SEND_RECV) + _rows(20e-6, 10e9, 16, Op.ALL_REDUCE) \
+        + _rows(30e-6, 5e9, 16, Op.ALL_TO_ALL)
+    run = MeasuredRun(id=7, kind="collectives", started_at="", backend="nccl", ranks=16, nodes=2,
+                      ranks_per_node=8, devices=("cuda",), uplink=None, rows=rows)
+    curves, notes = collective_curves([run])
+    by_op = {c.op: c for c in curves}
+    assert sorted(by_op) == ["all_to_all", "send_recv"]
+    assert {(c.algorithm, c.protocol, c.pair) for c in curves} == {("P2P", "LL/Simple", "P2P (LL/Simple)")}
+    assert by_op["send_recv"].latency == pytest.approx(20e-6, rel=1e-6)
+    assert by_op["all_to_all"].bandwidth == pytest.approx(5e9, rel=1e-6)
+    (note,) = notes
+    assert "all_reduce" in note and "NCCL_ALGO" in note
+    # forcing NCCL_ALGO/NCCL_PROTO does not relabel a point-to-point entry
+    forced = MeasuredRun(**{**{f: getattr(run, f) for f in run.__slots__}, "nccl_algo": "Ring",
+                            "nccl_proto": "Simple"})
+    assert {(c.op, c.pair) for c in collective_curves([forced])[0]} == {
+        ("send_recv", "P2P (LL/Simple)"), ("all_to_all", "P2P (LL/Simple)"), ("all_reduce", "Ring/Simple")}
+
+
+def test_point_to_point_labels_are_checked():
+    kw = dict(backend="nccl", nodes=2, ranks_per_node=1, latency=1e-5, bandwidth=1e9)
+    with pytest.raises(ConfigError, match="LL/Simple"):
+        CollectiveCurve(op="send_recv", algorithm="Ring", protocol="Simple", **kw)
+    with pytest.raises(ConfigError, match="send_recv and all_to_all only"):
+        CollectiveCurve(op="all_reduce", algorithm="P2P", protocol="LL/Simple", **kw)
+    spelled = CollectiveCurve(op="all_to_all", algorithm="p2p", protocol="ll/simple", **kw)
+    assert (spelled.algorithm, spelled.protocol, spelled.model_pair) == ("P2P", "LL/Simple", ("P2P", "Simple"))
+    # Gloo's direct sends keep Gloo's own name
+    assert CollectiveCurve(op="send_recv", algorithm="direct", **{**kw, "backend": "gloo"}).pair == "direct"
+
+
+def test_collective_gloo_takes_its_measured_entry_and_alpha_beta_is_refused(cli, tmp_path):
+    # a Gloo ring all_reduce measured on 2 nodes x 2 ranks: 1 ms + S / 23.5 MB/s
+    curve = CollectiveCurve(backend="gloo", op="all_reduce", algorithm="ring", nodes=2, ranks_per_node=2,
+                            latency=1e-3, bandwidth=23.5e6, min_size=1e6, max_size=16e6, points=8, runs=(3,))
+    path = tmp_path / "gloo.toml"
+    path.write_text(Calibration(links=(), compute=(), sections={"collective": (curve,)}).to_toml())
+    two_level = ["--ranks", "4", "--ranks-per-node", "2", "--bandwidth", "1GB/s", "--inter-bandwidth",
+                 "200Mbps", "--backend", "gloo", "--calibration", str(path), "--json"]
+    code, out, err = cli("collective", "all_reduce", "--size", "4MB", *two_level)
+    assert code == 0, err
+    d = json.loads(out)
+    # 4 MB: 1 ms + 4e6 / 23.5e6 s = 1 ms + 170.2 ms; busbw = algbw x 2 (n-1)/n = x 1.5
+    assert d["time_s"] == pytest.approx(1e-3 + 4e6 / 23.5e6, rel=1e-12)
+    assert d["busbw_GBps"] == pytest.approx(4e6 / (1e-3 + 4e6 / 23.5e6) * 1.5 / 1e9, rel=1e-12)
+    assert d["measured"] is True and any("runs 3" in a for a in d["assumptions"])
+    # another op, or another geometry: the model's time, and the note says why
+    code, out, _ = cli("collective", "all_gather", "--size", "4MB", *two_level)
+    assert code == 0 and "measured" not in json.loads(out)
+    assert any("no Gloo [[collective]] entry for all_gather" in a for a in json.loads(out)["assumptions"])
+    # one flat level does not say whether the ranks share a node
+    code, _, err = cli("collective", "all_reduce", "--size", "4MB", "--ranks", "4", "--backend", "gloo",
+                       "--calibration", str(path))
+    assert code != 0 and "--ranks-per-node" in err
+    code, _, err = cli("collective", "all_reduce", "--size", "4MB", "--ranks", "4", "--backend",
+                       "alpha-beta", "--calibration", str(path))
+    assert code != 0 and "--backend nccl" in err and "--backend gloo" in err

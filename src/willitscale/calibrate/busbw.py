@@ -4,9 +4,11 @@
 prediction, nccl-tests style. The prediction comes, in this order of preference, from
 
 1. **the calibration** (the latest ``willitscale calibrate`` wrote, or one given), when it can
-   predict this run: same backend, the link levels the run crosses fitted, the same emulated
-   uplink (:func:`willitscale.calibrate.validate.collective_links`). Each op in the alpha-beta
-   form the calibration was fitted in (:func:`~willitscale.calibrate.forms.default_algorithm`);
+   predict this run: each op by its ``[[collective]]`` entry for the run's library, pair and
+   geometry (:func:`willitscale.calibrate.validate.collective_entry`), else, with the same
+   backend, the link levels the run crosses fitted and the same emulated uplink
+   (:func:`willitscale.calibrate.validate.collective_links`), in the alpha-beta form the
+   calibration was fitted in (:func:`~willitscale.calibrate.forms.default_algorithm`);
 2. **the catalog** for the detected setup, when the devices are a catalog GPU
    (:func:`~willitscale.calibrate.compute.catalog_gpu_for`) of a catalog node preset: that
    node's links at their catalog efficiency, and the algorithm the model would pick at each size
@@ -34,7 +36,7 @@ from willitscale.calibrate.forms import (
     two_level_time,
 )
 from willitscale.calibrate.runs import MeasuredRun
-from willitscale.calibrate.validate import collective_links
+from willitscale.calibrate.validate import collective_entry, collective_links, entry_algorithm
 from willitscale.collectives.choice import fastest
 from willitscale.collectives.metrics import busbw
 from willitscale.collectives.network import Hierarchy
@@ -82,10 +84,15 @@ def latest_calibration(store):
 
 def _from_calibration(run: MeasuredRun, ops, grid, cal) -> Prediction | str:
     links, reason = collective_links(run, cal)
-    if reason:
-        return f"the calibration cannot predict it ({reason})"
     curves = {}
     for op in ops:
+        entry = collective_entry(op, run, cal)
+        if entry is not None:  # the measured line of this op, pair and geometry
+            curves[f"{op.value}, calibrated [[collective]] ({entry_algorithm(entry)})"] = (
+                list(grid), list(busbw(op, grid, entry.time(np.asarray(grid, dtype=float)), run.ranks)))
+            continue
+        if reason:
+            continue
         algorithm = default_algorithm(op)
         if run.level == "two_level":
             intra, inter = links["intra_node"], links["inter_node"]
@@ -98,6 +105,8 @@ def _from_calibration(run: MeasuredRun, ops, grid, cal) -> Prediction | str:
                           latency=link.latency)
         curves[f"{op.value}, calibrated ({library_algorithm(run.backend, op)})"] = (list(grid),
                                                            list(busbw(op, grid, t, run.ranks)))
+    if not curves:
+        return f"the calibration cannot predict it ({reason or 'no op of the run'})"
     return Prediction(curves=curves, source="calibration",
                       note=f"predicted from the calibration {cal.path or '(unnamed)'} fitted to "
                            f"runs {', '.join(map(str, cal.runs))}")

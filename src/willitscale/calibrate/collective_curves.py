@@ -13,6 +13,11 @@ Which pair ran is known, never guessed:
 * **NCCL** picks a pair per size unless told: a run is fitted only when it set ``NCCL_ALGO`` and
   ``NCCL_PROTO`` to one algorithm and one protocol on every node (``bench collectives`` records
   both); otherwise a note says how to measure one (the pair NCCL chose per size is not recorded).
+* **NCCL send_recv and all_to_all** are point-to-point sends, to which ``NCCL_ALGO`` and
+  ``NCCL_PROTO`` do not apply: every such run is fitted, the entry named ``P2P`` /
+  ``LL/Simple`` (NCCL's own choice of protocol per message;
+  :mod:`willitscale.hardware.profile_collective` cites NCCL's source), from ``bench collectives``
+  runs and imported nccl-tests ``sendrecv_perf`` / ``alltoall_perf`` logs alike.
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from willitscale.calibrate.runs import MeasuredRun
 from willitscale.collectives.gloo import GLOO_ALGORITHM
 from willitscale.collectives.nccl.run import parse_nccl_algorithm, parse_protocol
 from willitscale.errors import ConfigError
-from willitscale.hardware.profile_collective import CollectiveCurve
+from willitscale.hardware.profile_collective import P2P_ALGORITHM, P2P_OPS, P2P_PROTOCOL, CollectiveCurve
 
-__all__ = ["collective_curves", "fit_latency_bandwidth"]
+__all__ = ["collective_curves", "fit_latency_bandwidth", "measured_pair"]
 
 
 def fit_latency_bandwidth(sizes, times) -> tuple[float, float, float]:
@@ -45,12 +50,15 @@ def fit_latency_bandwidth(sizes, times) -> tuple[float, float, float]:
     return float(latency), float(1.0 / inverse), rms
 
 
-def _pair(run: MeasuredRun, op) -> tuple[str, str] | str:
-    """(algorithm, protocol) the run ran for ``op``, or why it is not known."""
+def measured_pair(run: MeasuredRun, op) -> tuple[str, str] | str:
+    """(algorithm, protocol) the run ran for ``op``, as its ``[[collective]]`` entry names
+    them, or why it is not known (the module docstring says when it is)."""
     if run.backend == "gloo":
         return GLOO_ALGORITHM[op].split(" (")[0], ""
     if run.backend != "nccl":
         return f"backend {run.backend!r} has no collective model"
+    if op.value in P2P_OPS:  # point-to-point: NCCL_ALGO/NCCL_PROTO do not apply
+        return P2P_ALGORITHM, P2P_PROTOCOL
     if not run.nccl_algo or not run.nccl_proto:
         return ("NCCL picked its algorithm and protocol per size (NCCL_ALGO and NCCL_PROTO unset); "
                 "run `bench collectives` with both set, e.g. NCCL_ALGO=Ring NCCL_PROTO=Simple")
@@ -62,20 +70,21 @@ def _pair(run: MeasuredRun, op) -> tuple[str, str] | str:
 
 def _points(runs: Sequence[MeasuredRun]) -> tuple[dict, list[str]]:
     groups: dict[tuple, list] = {}
-    notes = []
+    notes: dict[tuple, str] = {}  # one per (run, op) left out
     for run in runs:
         if run.kind != "collectives":
             continue
         for row in run.rows:
             if row.wrong or row.ranks < 2:
                 continue
-            pair = _pair(run, row.op)
+            pair = measured_pair(run, row.op)
             if isinstance(pair, str):
-                notes.append(f"run {run.id}: no [[collective]] entry: {pair}")
-                break
+                notes.setdefault((run.id, row.op.value),
+                                 f"run {run.id}: no [[collective]] entry for {row.op.value}: {pair}")
+                continue
             key = (run.backend, row.op.value, *pair, run.nodes, run.ranks_per_node)
             groups.setdefault(key, []).append((row.size_bytes, row.time, run.id))
-    return groups, notes
+    return groups, list(notes.values())
 
 
 def collective_curves(runs: Sequence[MeasuredRun], *, source: str = "willitscale calibrate"

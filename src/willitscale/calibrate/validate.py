@@ -1,8 +1,12 @@
 """``validate``: each measured row next to what a calibration predicts for it, and the error.
 
-* A collective row is predicted with the alpha-beta form of its op (ring or direct) on the
-  link level(s) its run crossed, using the calibration's figures for them; the row names the
-  library's algorithm (``Gloo ring``: Gloo runs nothing else).
+* A collective row is predicted by the calibration's ``[[collective]]`` entry of the same
+  library, op, (algorithm, protocol) the run ran (:func:`~.collective_curves.measured_pair`:
+  Gloo's one algorithm, NCCL's forced pair, NCCL's point-to-point sends) and geometry (nodes x
+  ranks per node), when it has one: ``latency + size / algbw``. Otherwise with the alpha-beta
+  form of its op (ring or direct) on the link level(s) its run crossed, using the calibration's
+  ``[[link]]`` figures for them. The row names the algorithm and which of the two predicted it
+  (``predicted_by``; ``Gloo ring``: Gloo runs nothing else).
 * A training row is predicted by the estimate (:func:`willitscale.estimation.estimate.estimate`) for
   the same model, batch, ranks and nodes, given the calibration (see :mod:`.scenario`), with the
   run's collective library: a Gloo run's gradient all-reduce is Gloo's ring; the row names it.
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from willitscale.calibrate.collective_curves import measured_pair
 from willitscale.calibrate.forms import (
     default_algorithm,
     flat_time,
@@ -32,7 +37,7 @@ from willitscale.calibrate.runs import MeasuredRun
 from willitscale.calibrate.scenario import predict_train_memory, train_step_estimate
 from willitscale.hardware.calibration import Calibration, LinkCalibration
 
-__all__ = ["Comparison", "Skipped", "compare", "collective_links"]
+__all__ = ["Comparison", "Skipped", "compare", "collective_links", "collective_entry", "entry_algorithm"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,25 +112,76 @@ def _collective_time(row, run: MeasuredRun, links: dict) -> float:
     return float(np.asarray(t))
 
 
+def _uplink_differs(run: MeasuredRun, cal: Calibration) -> bool:
+    """Whether ``run`` crossed another network than the calibration's runs did (an emulated
+    uplink shaped to another rate; ``calibrate`` fits one network per file)."""
+    if run.nodes == 1:
+        return False
+    inter = cal.link("inter_node")
+    return (inter.nominal_bandwidth or None) != run.uplink if inter is not None else run.uplink is not None
+
+
+def collective_entry(op, run: MeasuredRun, cal: Calibration):
+    """The calibration's ``[[collective]]`` entry that predicts ``run``'s ``op`` rows (same
+    library, op, pair and geometry, same network), or None."""
+    pair = measured_pair(run, op)
+    if isinstance(pair, str) or _uplink_differs(run, cal):
+        return None
+    want = (run.backend, op.value, pair[0].lower(), pair[1].lower(), run.nodes, run.ranks_per_node)
+    return next((c for c in cal.section("collective") if c.key == want), None)
+
+
+def entry_algorithm(curve) -> str:
+    """An entry's pair named with its library: "NCCL Ring/Simple", "Gloo ring"."""
+    library = {"gloo": "Gloo", "nccl": "NCCL"}.get(curve.backend, curve.backend)
+    return f"{library} {curve.pair}"
+
+
+def _entry_comparison(row, run: MeasuredRun, curve) -> Comparison:
+    algorithm = entry_algorithm(curve)
+    return Comparison(
+        run_id=run.id, kind=run.kind,
+        point=f"{row.op.value} {row.size_bytes:,} B x {row.ranks} ranks"
+              + (" in-place" if row.in_place else "") + f" ({algorithm}, [[collective]] entry)",
+        measured=row.time, predicted=float(curve.time(float(row.size_bytes))),
+        in_sample=run.id in curve.runs,
+        details={"op": row.op.value, "size_bytes": row.size_bytes, "ranks": row.ranks,
+                 "nodes": run.nodes, "algorithm": algorithm,
+                 "predicted_by": f"[[collective]] {curve.backend} {curve.op} {curve.pair} on "
+                                 f"{curve.nodes} x {curve.ranks_per_node} (runs "
+                                 f"{', '.join(map(str, curve.runs)) or '?'})",
+                 "fitted": "[[collective]] entry" if run.id in curve.runs else None})
+
+
 def _compare_collectives(run: MeasuredRun, cal: Calibration):
     links, reason = collective_links(run, cal)
-    if reason:
-        return Skipped(run_id=run.id, kind=run.kind, reason=reason)
     out = []
     for row in run.rows:
         if row.wrong:
+            continue
+        curve = collective_entry(row.op, run, cal)
+        if curve is not None:
+            out.append(_entry_comparison(row, run, curve))
+            continue
+        if reason:
             continue
         fitted = [link for link in links.values() if run.id in link.runs and link.op == row.op.value]
         algorithm = library_algorithm(run.backend, row.op)
         out.append(Comparison(
             run_id=run.id, kind=run.kind,
             point=f"{row.op.value} {row.size_bytes:,} B x {row.ranks} ranks"
-                  + (" in-place" if row.in_place else "") + f" ({algorithm})",
+                  + (" in-place" if row.in_place else "") + f" ({algorithm}, [[link]] fits)",
             measured=row.time, predicted=_collective_time(row, run, links),
             in_sample=bool(fitted),
             details={"op": row.op.value, "size_bytes": row.size_bytes, "ranks": row.ranks,
                      "nodes": run.nodes, "algorithm": algorithm,
+                     "predicted_by": "[[link]] " + " + ".join(links),
                      "fitted": ", ".join(f"{link.level} link" for link in fitted) or None}))
+    left = sorted({r.op.value for r in run.rows if not r.wrong} - {c.details["op"] for c in out})
+    if reason and left:
+        out.append(Skipped(run_id=run.id, kind=run.kind, reason=(
+            f"{', '.join(left)}: no [[collective]] entry for this run's pair and geometry, and "
+            f"{reason}")))
     return out
 
 
@@ -189,8 +245,6 @@ def compare(runs: Sequence[MeasuredRun], cal: Calibration) -> tuple[list[Compari
         else:
             result = Skipped(run_id=run.id, kind=run.kind,
                              reason="matmul runs calibrate the peak; nothing to predict")
-        if isinstance(result, Skipped):
-            skipped.append(result)
-        else:
-            rows += result
+        for item in [result] if isinstance(result, Skipped) else result:
+            (skipped if isinstance(item, Skipped) else rows).append(item)
     return rows, skipped

@@ -57,8 +57,10 @@ def register(subparsers) -> None:
                      "together, e.g. 8x400Gbps or 400GB/s")
     two.add_argument("--inter-latency", help="per-hop latency between nodes, e.g. 5us")
     p.add_argument("--calibration", default=None, metavar="FILE",
-                   help="with --backend nccl: a measured profile whose [[collective]] entries (willitscale "
-                        "calibrate) give the measured time of the pairs they measured on this geometry")
+                   help="with --backend nccl or gloo: a measured profile whose [[collective]] entries "
+                        "(willitscale calibrate) give the measured time of the pairs (NCCL) or the "
+                        "op (Gloo) they measured on this geometry (gloo: with --node or "
+                        "--ranks-per-node)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=run)
 
@@ -188,8 +190,15 @@ def _backend(args) -> str:
         raise ConfigError("--backend nccl" + (f" (implied by {implied})" if implied else "")
                           + " needs --node PRESET (NCCL's model reads the node's GPUs, NVLink, NICs "
                           "and CPU; `willitscale hardware list --kind node`)")
-    if backend != "nccl" and nccl_flags:
-        raise ConfigError(f"{nccl_flags[0]} applies with --backend nccl only (NCCL's protocols and "
+    if backend == "alpha-beta" and args.calibration is not None:
+        raise ConfigError("--calibration applies with --backend nccl (measured pairs where NCCL's "
+                          "model picks them) or --backend gloo (Gloo's one algorithm per op), not "
+                          "with alpha-beta, which costs the links given by --bandwidth/--latency or "
+                          "--link; a calibration's fitted links and measured pairs together are "
+                          "used by `willitscale estimate --calibration FILE`")
+    nccl_only = [f for f in nccl_flags if f != "--calibration"]
+    if backend != "nccl" and nccl_only:
+        raise ConfigError(f"{nccl_only[0]} applies with --backend nccl only (NCCL's protocols and "
                           "launch modes), not with --backend " + backend)
     if backend != "gloo" and args.device is not None:
         raise ConfigError("--device applies with --backend gloo only")

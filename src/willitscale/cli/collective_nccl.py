@@ -100,6 +100,7 @@ def run_nccl(args, op, sizes, ranks: int) -> int:
 
 def _print_one(r: dict, choice) -> None:
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     from willitscale.cli.output import console
@@ -129,11 +130,12 @@ def _print_one(r: dict, choice) -> None:
         out.print(f"note: {r['busbw_note']}")
     out.print(f"model: {r['model']}")
     for note in r["assumptions"]:
-        out.print(f"assumption: {note}")
+        out.print(f"assumption: {escape(note)}")
 
 
 def _print_sweep(results) -> None:
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     from willitscale.cli.output import console
@@ -157,7 +159,49 @@ def _print_sweep(results) -> None:
         out.print(f"note: {BUSBW_NOTE}")
     out.print(f"model: {r0['model']}")
     for note in r0["assumptions"]:
-        out.print(f"assumption: {note}")
+        out.print(f"assumption: {escape(note)}")
+
+
+def _geometry(args, ranks: int) -> tuple[int, int] | None:
+    """(nodes, ranks per node) the flags give: ``--node`` (whole nodes, as NCCL's model takes
+    them) or ``--ranks-per-node``; None for one flat level (inside a node or across nodes?)."""
+    if args.node is not None:
+        from willitscale.hardware import get_node
+
+        per_node = min(ranks, get_node(args.node).gpus_per_node)
+        return (ranks // per_node, per_node) if ranks % per_node == 0 else None
+    if args.ranks_per_node is not None:
+        from willitscale.units import parse_count
+
+        g = int(parse_count(args.ranks_per_node, field="--ranks-per-node"))
+        return (ranks // g, g) if g > 0 and ranks % g == 0 else None
+    return None
+
+
+def _gloo_entry(args, op, ranks: int, notes: list):
+    """The calibration's Gloo ``[[collective]]`` entry for ``op`` on the flags' geometry (None
+    without --calibration, or with a note when it has none)."""
+    if not getattr(args, "calibration", None):
+        return None
+    from willitscale.collectives.measured_lines import curves_for
+    from willitscale.errors import ConfigError
+    from willitscale.hardware.calibration import load_calibration
+
+    geometry = _geometry(args, ranks)
+    if geometry is None:
+        raise ConfigError("--calibration with --backend gloo needs --node PRESET or --ranks-per-node "
+                          "(an entry is matched on its nodes x ranks per node; one flat level does "
+                          "not say whether the ranks share a node)")
+    found = curves_for(load_calibration(args.calibration).section("collective"), op.value, "gloo", *geometry)
+    if not found:
+        notes.append(f"{args.calibration} has no Gloo [[collective]] entry for {op.value} on "
+                     f"{geometry[0]} x {geometry[1]} ranks: the model's times")
+        return None
+    entry = found[0]
+    notes.append(f"Gloo {entry.pair}: measured time from the calibration's [[collective]] entry (runs "
+                 f"{', '.join(map(str, entry.runs)) or '?'}, {entry.points} points), the whole "
+                 "collective as measured (host staging included when the sweep staged)")
+    return entry
 
 
 def run_gloo(args, op, sizes, ranks: int, network, notes) -> int:
@@ -167,7 +211,8 @@ def run_gloo(args, op, sizes, ranks: int, network, notes) -> int:
     from willitscale.units import format_size
 
     staging, device = 0.0, args.device or ("cuda" if args.node is not None else "cpu")
-    if device == "cuda":
+    entry = _gloo_entry(args, op, ranks, notes)
+    if device == "cuda" and entry is None:
         from willitscale.collectives.gloo import staging_bandwidth
         from willitscale.hardware import get_node
 
@@ -175,24 +220,31 @@ def run_gloo(args, op, sizes, ranks: int, network, notes) -> int:
         staging = staging_bandwidth(gen or 4)
         notes.append(f"CUDA tensors: staged through pinned host memory over PCIe Gen{gen or 4} x16 "
                      f"at 0.8 of its rate, before and after the collective")
-    notes.append("Gloo over TCP: the link figures are the catalog's or the flags'; a calibration of "
-                 "`bench collectives --backend gloo` gives the real alpha and bandwidth")
+    if entry is None:
+        notes.append("Gloo over TCP: the link figures are the catalog's or the flags'; a calibration "
+                     "of `bench collectives --backend gloo` gives the real alpha and bandwidth")
     factor = float(busbw_factor(op, ranks))
     results = []
     for size in sizes:
         c = gloo_cost(op, size, ranks, network, staging_bandwidth=staging)
-        results.append({"op": op.value, "size_bytes": size, "ranks": ranks, "backend": "gloo",
-                        "algorithm": c.algorithm, "time_s": c.time, "latency_time_s": c.latency_time,
-                        "bandwidth_time_s": c.bandwidth_time, "staging_time_s": c.staging_time,
-                        "algbw_GBps": size / c.time / 1e9 if c.time else 0.0,
-                        "busbw_GBps": size / c.time * factor / 1e9 if c.time else 0.0,
-                        "formula": c.formula, "device": device, "network": network.to_json(),
-                        "assumptions": notes})
+        r = {"op": op.value, "size_bytes": size, "ranks": ranks, "backend": "gloo",
+             "algorithm": c.algorithm, "time_s": c.time, "latency_time_s": c.latency_time,
+             "bandwidth_time_s": c.bandwidth_time, "staging_time_s": c.staging_time,
+             "formula": c.formula, "device": device, "network": network.to_json(), "assumptions": notes}
+        if entry is not None:  # the measured line times Gloo's one algorithm outright
+            r.update(time_s=float(entry.time(size)), latency_time_s=entry.latency,
+                     bandwidth_time_s=size / entry.bandwidth, staging_time_s=0.0, measured=True,
+                     formula=f"measured: {entry.latency * 1e6:.4g} us + S / {entry.bandwidth / 1e9:.4g} GB/s")
+        t = r["time_s"]
+        r.update(algbw_GBps=size / t / 1e9 if t else 0.0, busbw_GBps=size / t * factor / 1e9 if t else 0.0)
+        results.append(r)
     if args.json:
         from willitscale.cli.output import print_json
 
         print_json(results[0] if len(results) == 1 else {"results": results})
         return 0
+    from rich.markup import escape
+
     from willitscale.cli.output import console
 
     out = console()
@@ -201,5 +253,5 @@ def run_gloo(args, op, sizes, ranks: int, network, notes) -> int:
                   f"{r['time_s'] * 1e3:.3g} ms, busbw {r['busbw_GBps']:.3g} GB/s ({r['formula']})")
     out.print(f"network: {network.describe()}")
     for note in notes:
-        out.print(f"assumption: {note}")
+        out.print(f"assumption: {escape(note)}")
     return 0

@@ -14,8 +14,11 @@ is the *achieved* time of :mod:`willitscale.collectives.nccl.run` for NCCL colum
 
     t = lat (L' - P') + plugin P' + T x inv_eff + ramp L' T / (T + width L')      T = slope S / corr
 
-and the choice time itself for plain columns. Table rows marked ``affine`` (a simulated
-fabric's time for the group) take ``intercept + slope x S`` of their first column.
+and the choice time itself for plain columns. Where ``measured`` holds a line for the (row,
+column) chosen (a calibration's ``[[collective]]`` entry, :mod:`willitscale.collectives.measured_lines`),
+the time is that line, ``a + b x S``, in place of the achieved time; the choice is unchanged (a
+measurement does not change what NCCL runs). Table rows marked ``affine`` (a simulated fabric's
+time for the group) take ``intercept + slope x S`` of their first column.
 
 ``contention`` (per table row and column, default 1) multiplies the bytes term ``T`` of the
 *achieved* time only: a simulated fabric's slowdown of the group's transfers
@@ -84,6 +87,9 @@ class CollectiveLines:
     #: (rows, columns) factor >= 1 on the achieved bytes term (a simulated fabric's slowdown of
     #: the candidate's traffic pattern); None: 1
     contention: np.ndarray | None = None
+    #: (rows, columns, 2): a measured line (seconds, seconds per byte) timing that candidate
+    #: when it is chosen; NaN where none was measured
+    measured: np.ndarray | None = None
 
     @property
     def plans(self) -> int:
@@ -100,6 +106,7 @@ class CollectiveLines:
                        terms=LineTerms.plain(shape[1]) if self.terms is None else self.terms,
                        affine=np.zeros(shape[0], dtype=bool) if self.affine is None else self.affine,
                        contention=np.ones(shape) if self.contention is None else self.contention,
+                       measured=np.full(shape + (2,), np.nan) if self.measured is None else self.measured,
                        geometry=self.rows_of_plans())
 
 
@@ -135,6 +142,9 @@ def _evaluate(lines: CollectiveLines, rows: np.ndarray, s: np.ndarray):
         time = L[at, index] + T[at, index] * c
     else:
         time = _achieved(lines, terms, rows, index, L[at, index], T[at, index] * c)
+    if lines.measured is not None:
+        line = lines.measured[rows, index]
+        time = np.where(np.isfinite(line[:, 0]), line[:, 0] + line[:, 1] * s, time)
     if lines.affine is not None and lines.affine.any():
         plain = lines.intercept[rows, 0] + lines.slope[rows, 0] * s * c
         flat = lines.affine[rows]
@@ -189,7 +199,8 @@ def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLine
     m = np.asarray(mask, dtype=bool)
     n_a = a.intercept.shape[0]
     geometry = np.where(m, a.rows_of_plans(), b.rows_of_plans() + n_a)
-    if a.algorithms == b.algorithms and a.terms is None and b.terms is None:
+    if (a.algorithms == b.algorithms and a.terms is None and b.terms is None
+            and a.measured is None and b.measured is None):
         affine = None if a.affine is None and b.affine is None else np.concatenate([a.full().affine,
                                                                                     b.full().affine])
         contention = None if a.contention is None and b.contention is None else np.vstack(
@@ -200,6 +211,8 @@ def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLine
     a, b = a.full(), b.full()
 
     def block(x, y, fill):
+        if x.ndim == 3:  # (rows, columns, 2): block each plane
+            return np.stack([block(x[..., k], y[..., k], fill) for k in range(x.shape[2])], axis=2)
         return np.block([[x, np.full((x.shape[0], y.shape[1]), fill)],
                          [np.full((y.shape[0], x.shape[1]), fill), y]])
 
@@ -208,7 +221,8 @@ def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLine
         intercept=block(a.intercept, b.intercept, np.inf), slope=block(a.slope, b.slope, 0.0),
         plateau=block(a.plateau, b.plateau, np.inf), plugin=block(a.plugin, b.plugin, 0.0),
         terms=a.terms.join(b.terms), geometry=geometry, affine=np.concatenate([a.affine, b.affine]),
-        contention=block(a.contention, b.contention, 1.0))
+        contention=block(a.contention, b.contention, 1.0),
+        measured=block(a.measured, b.measured, np.nan))
 
 
 def affine_rows(lines: CollectiveLines, rows, fixed, per_byte) -> CollectiveLines:
@@ -224,7 +238,9 @@ def affine_rows(lines: CollectiveLines, rows, fixed, per_byte) -> CollectiveLine
                    plateau=np.vstack([out.plateau, extra(np.inf, np.inf)]),
                    plugin=np.vstack([out.plugin, extra(0.0, 0.0)]),
                    affine=np.concatenate([out.affine, [True]]),
-                   contention=np.vstack([out.contention, np.ones((1, columns))]), geometry=geometry)
+                   contention=np.vstack([out.contention, np.ones((1, columns))]),
+                   measured=np.concatenate([out.measured, np.full((1, columns, 2), np.nan)]),
+                   geometry=geometry)
 
 
 def with_contention(lines: CollectiveLines, factor) -> CollectiveLines:
@@ -244,6 +260,7 @@ def with_contention(lines: CollectiveLines, factor) -> CollectiveLines:
     keep = rows[keep]
     return replace(base, intercept=base.intercept[keep], slope=base.slope[keep],
                    plateau=base.plateau[keep], plugin=base.plugin[keep], affine=base.affine[keep],
+                   measured=base.measured[keep],
                    contention=unique[:, 1:], geometry=inverse.reshape(-1))
 
 

@@ -20,6 +20,9 @@ geometry, a column per candidate), and
 * **alpha-beta** (a calibration's fitted link levels under NCCL): the alpha-beta forms the
   calibration was fitted in, ring and double binary tree, as ``fastest`` chooses.
 
+A calibration's measured ``[[collective]]`` entries then time the groups whose geometry they
+measured, in every backend (:mod:`willitscale.collectives.measured_lines`).
+
 The network a group sees in the alpha-beta forms: inside one node, each GPU's link (a flat
 :class:`~willitscale.collectives.LinkCost`); across nodes, a two-level
 :class:`~willitscale.collectives.Hierarchy` with the node's NIC bandwidth times the group's share
@@ -78,6 +81,9 @@ class ClusterLinks:
     node: object = None  #: the catalog node NCCL's model reads (backend "nccl")
     #: bytes/s of the pinned host copies Gloo makes of a CUDA tensor (0: CPU tensors, none)
     staging_bandwidth: float = 0.0
+    #: a calibration's measured ``[[collective]]`` entries
+    #: (:mod:`willitscale.collectives.measured_lines`): they time the groups they match
+    curves: tuple = ()
 
     def describe(self) -> str:
         return (f"{self.intra_name}: {format_bandwidth(self.intra_bandwidth)} per GPU effective, "
@@ -132,7 +138,8 @@ def cluster_links(scenario) -> ClusterLinks:
         intra_latency=intra_lat, inter_bandwidth=inter_bw, inter_latency=inter_lat,
         intra_name=intra_name, inter_name=inter_name, intra_line_rate=node.usable_intra_bandwidth,
         inter_line_rate=node.inter_node_bandwidth, rails=node.nics >= node.gpus_per_node,
-        backend=backend, node=node, staging_bandwidth=staging_bandwidth(cluster.gpu.pcie_gen) if backend == "gloo" else 0.0)
+        backend=backend, node=node, staging_bandwidth=staging_bandwidth(cluster.gpu.pcie_gen) if backend == "gloo" else 0.0,
+        curves=() if calibration is None else tuple(calibration.section("collective")))
 
 
 def link_caveats(cluster, backend: str = "nccl") -> tuple[str, ...]:
@@ -222,5 +229,11 @@ def collective_lines(op: str, placement, links: ClusterLinks, *, ranks=None) -> 
     if links.backend == "nccl" and links.node is not None:
         from willitscale.collectives.nccl_lines import nccl_lines
 
-        return nccl_lines(op, unique, inverse, links)
-    return _alpha_beta_lines(op, unique, inverse, links)
+        lines = nccl_lines(op, unique, inverse, links)
+    else:
+        lines = _alpha_beta_lines(op, unique, inverse, links)
+    if links.curves:
+        from willitscale.collectives.measured_lines import with_measured_curves
+
+        lines = with_measured_curves(lines, unique, links.curves, links.backend, links.scale)
+    return lines

@@ -5,7 +5,8 @@ NCCL still picks by its own model (a measurement of one pair does not change wha
 *achieved* time of every pair a :class:`~willitscale.hardware.profile_collective.CollectiveCurve`
 measured on the same communicator geometry (library NCCL, same op, same nodes and ranks per node)
 becomes ``latency + size / bandwidth`` of that entry, in place of the fitted corrections of
-:data:`~willitscale.collectives.nccl.run.ACHIEVED`.
+:data:`~willitscale.collectives.nccl.run.ACHIEVED`. A point-to-point entry (send_recv,
+all_to_all: ``P2P``, ``LL/Simple``) times the model's one point-to-point candidate, ``P2P/Simple``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def with_measured_pairs(choice: NcclChoice, curves) -> tuple[NcclChoice, list[st
     """``choice`` with the achieved times of the pairs ``curves`` measured, and a note per pair
     replaced (saying when a size lies outside the sizes its entry was fitted to)."""
     system = choice.system
-    wanted = {(c.algorithm.lower(), c.protocol.lower()): c for c in curves
+    wanted = {tuple(name.lower() for name in c.model_pair): c for c in curves
               if c.backend == "nccl" and c.op == choice.op.value and c.nodes == system.nodes
               and c.ranks_per_node == system.ranks_per_node}
     if not wanted:

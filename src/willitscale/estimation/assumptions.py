@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from willitscale.collectives.lines import cluster_links, link_caveats
+from willitscale.collectives.measured_lines import measured_notes
 from willitscale.memory.device import reserved_ratio
 from willitscale.memory.frameworks import framework_index
 from willitscale.step.pipeline import bubble_fraction
@@ -64,7 +65,9 @@ def _head(scenario, ctx, batch: str) -> list[tuple[str, str]]:
 
 
 def _tail(scenario) -> list[tuple[str, str]]:
-    items = [("not modelled", note) for note in link_caveats(scenario.cluster, cluster_links(scenario).backend)]
+    links = cluster_links(scenario)
+    items = [("not modelled", note) for note in link_caveats(scenario.cluster, links.backend)]
+    items += [("measured collective", note) for note in measured_notes(links.curves, links.backend)]
     items += [("memory", _memory_note(scenario))]
     items += [("workload", note) for note in work_notes(scenario)]
     items += [("default", d) for d in scenario.defaults_applied]

@@ -100,7 +100,12 @@ class GradientAllReduce:
     def pick(self, size_bytes: float) -> tuple[str, float]:
         """(the candidate the engine runs for one all-reduce of ``size_bytes``, its seconds)."""
         time, index = line_time(self.lines, np.array([[float(size_bytes)]]), with_choice=True)
-        return self.lines.algorithms[int(index[0, 0])], float(time[0, 0])
+        j = int(index[0, 0])
+        name = self.lines.algorithms[j]
+        measured = self.lines.measured  # a calibration's [[collective]] line times this pick
+        if measured is not None and np.isfinite(measured[self.lines.rows_of_plans()[0], j, 0]):
+            name += " (measured)"
+        return name, float(time[0, 0])
 
     @property
     def algorithm(self) -> str:
@@ -145,7 +150,7 @@ class GradientAllReduce:
             mean = float(total_bytes) / max(calls, 1)
             if self.lines is not None:
                 name, seconds = self.pick(mean)
-                library = "NCCL" if self.backend == "nccl" else "Gloo"
+                library = "Gloo" if self.backend == "gloo" else "NCCL"
                 algorithm = f"{library} {name.removeprefix('gloo ')} (for a mean bucket of {format_size(mean)})"
                 why = f"{self.why}. A mean bucket of {format_size(mean)} takes {format_time(seconds)}"
             else:
@@ -168,7 +173,7 @@ def gradient_allreduce(scenario: Scenario, gradient_bytes: float, links=None) ->
     measured = scenario.measured
     flow_name = ""
     lines = None
-    if links.backend in ("nccl", "gloo") and scenario.plan.dp > 1:
+    if (links.backend in ("nccl", "gloo") or links.curves) and scenario.plan.dp > 1:
         plan = scenario.plan
         deg = {k: np.array([getattr(plan, k)]) for k in ("tp", "cp", "ep", "dp", "pp")}
         place = group_placement("dp", deg, links.gpus_per_node, scenario.options.rank_order)

@@ -23,6 +23,19 @@ so a calibrated profile replaces the model's figures for the pairs it measured::
     runs = [3]
     source = "willitscale calibrate ..."
 
+**Point-to-point entries** (NCCL send_recv and all_to_all). NCCL runs them as point-to-point
+sends, not as a tuned collective: ``NCCL_ALGO`` and ``NCCL_PROTO`` are read only by the
+collective tuner (src/graph/tuning.cc 453-462 of v2.30.7-1, for the five functions of
+``NCCL_NUM_FUNCTIONS``, src/include/nccl_common.h 72, "Send/Recv not included"); ``ncclAlltoAll``
+is enqueued as one send and one receive per peer (src/enqueue.cc 3070-3079), nccl-tests'
+``sendrecv_perf`` calls ``ncclSend``/``ncclRecv`` (src/sendrecv.cu 58-59 of nccl-tests a0b82b2).
+Each send picks its protocol by itself: LL when its bytes are at most ``nChannels x
+NCCL_P2P_LL_THRESHOLD`` (16384 by default), Simple above (src/enqueue.cc 859, 932-933). Such an
+entry is written ``algorithm = "P2P"``, ``protocol = "LL/Simple"``: the line fitted over the
+sizes NCCL ran with its own per-message protocol choice, whatever ``NCCL_ALGO``/``NCCL_PROTO``
+said. It times the model's one point-to-point candidate (``P2P/Simple``,
+:mod:`willitscale.collectives.nccl.model`).
+
 Registered in :data:`willitscale.hardware.profile.SECTIONS` as ``collective``.
 """
 
@@ -34,10 +47,14 @@ from dataclasses import dataclass
 from willitscale.config import Table
 from willitscale.errors import ConfigError
 
-__all__ = ["CollectiveCurve", "BACKENDS"]
+__all__ = ["CollectiveCurve", "BACKENDS", "P2P_ALGORITHM", "P2P_PROTOCOL", "P2P_OPS"]
 
 BACKENDS = ("nccl", "gloo")
 NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
+#: the algorithm and protocol labels of NCCL's point-to-point entries (module docstring)
+P2P_ALGORITHM, P2P_PROTOCOL = "P2P", "LL/Simple"
+#: the ops NCCL runs as point-to-point sends
+P2P_OPS = ("send_recv", "all_to_all")
 GB = 1e9
 US = 1e-6
 
@@ -70,8 +87,8 @@ class CollectiveCurve:
         owner = f"collective {self.backend} {self.op} {self.algorithm}/{self.protocol or '-'}"
         if self.backend not in BACKENDS:
             raise ConfigError(f"{owner}: backend", self.backend, " or ".join(BACKENDS))
-        if self.backend == "nccl" and self.protocol not in NCCL_PROTOCOLS:
-            raise ConfigError(f"{owner}: protocol", self.protocol, "one of NCCL's " + ", ".join(NCCL_PROTOCOLS))
+        if self.backend == "nccl":
+            self._check_nccl_pair(owner)
         if not self.op or not self.algorithm:
             raise ConfigError(f"{owner}: op/algorithm", (self.op, self.algorithm), "non-empty names")
         for name in ("nodes", "ranks_per_node"):
@@ -86,6 +103,36 @@ class CollectiveCurve:
                               "0 <= min_size_bytes <= max_size_bytes")
         object.__setattr__(self, "runs", tuple(int(r) for r in self.runs))
 
+    def _check_nccl_pair(self, owner: str) -> None:
+        """NCCL's collectives take one of its protocols; its point-to-point ops the P2P labels."""
+        p2p = self.op in P2P_OPS
+        if p2p or self.algorithm.lower() == P2P_ALGORITHM.lower():
+            if not p2p:
+                raise ConfigError(f"{owner}: algorithm", self.algorithm,
+                                  f"one of NCCL's collective algorithms ({P2P_ALGORITHM} is for "
+                                  f"{' and '.join(P2P_OPS)} only)")
+            if (self.algorithm.lower(), self.protocol.lower()) != (P2P_ALGORITHM.lower(), P2P_PROTOCOL.lower()):
+                raise ConfigError(f"{owner}: algorithm/protocol", (self.algorithm, self.protocol),
+                                  f"{P2P_ALGORITHM!r} and {P2P_PROTOCOL!r}: NCCL runs {self.op} as "
+                                  "point-to-point sends, choosing LL or Simple per message")
+            object.__setattr__(self, "algorithm", P2P_ALGORITHM)  # one spelling
+            object.__setattr__(self, "protocol", P2P_PROTOCOL)
+        elif self.protocol not in NCCL_PROTOCOLS:
+            raise ConfigError(f"{owner}: protocol", self.protocol, "one of NCCL's " + ", ".join(NCCL_PROTOCOLS))
+
+    @property
+    def point_to_point(self) -> bool:
+        """An NCCL point-to-point entry (send_recv, all_to_all: ``P2P``, ``LL/Simple``)."""
+        return self.backend == "nccl" and self.algorithm == P2P_ALGORITHM
+
+    @property
+    def model_pair(self) -> tuple[str, str]:
+        """(algorithm, protocol) of the NCCL model's candidate this entry times: its own pair, or
+        the model's one point-to-point candidate ``P2P/Simple``."""
+        if self.point_to_point:
+            return P2P_ALGORITHM, "Simple"
+        return self.algorithm, self.protocol
+
     @property
     def key(self) -> tuple:
         return (self.backend, self.op, self.algorithm.lower(), self.protocol.lower(), self.nodes,
@@ -97,6 +144,9 @@ class CollectiveCurve:
 
     @property
     def pair(self) -> str:
+        """"Ring/Simple", "P2P (LL/Simple)", Gloo's "ring"."""
+        if self.point_to_point:
+            return f"{self.algorithm} ({self.protocol})"
         return f"{self.algorithm}/{self.protocol}" if self.protocol else self.algorithm
 
     def time(self, size):
