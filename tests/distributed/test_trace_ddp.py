@@ -75,3 +75,55 @@ def test_ddp_trace_stores_a_run_that_calibrate_fits_and_validate_compares(record
     rows = json.loads(captured.out)["rows"]
     assert sorted((r["size_bytes"], r["measured_s"]) for r in rows) == traced
     assert all(r["predicted_s"] > 0 for r in rows)
+
+
+def test_validate_shows_the_traced_step_per_op_kind(recorded, tmp_path, monkeypatch, capsys):
+    """validate on the stored trace run: each compute kind and each collective, measured (means
+    per traced step) beside predicted (the job's estimate, the calibration's link fit)."""
+    from willitscale.estimation.estimate import estimate
+    from willitscale.scenario.build import build_scenario
+    from willitscale.scenario.settings import load_settings
+
+    monkeypatch.setenv("WILLITSCALE_HOME", str(tmp_path))
+    assert main(["trace", "import", str(recorded / "rank0.json")]) == 0
+    assert main(["calibrate"]) == 0
+    capsys.readouterr()
+    summary = read_trace(json.loads((recorded / "rank0.json").read_text()), "t")
+    steps = len(summary.steps)  # 2: ProfilerStep#2 and #3
+    assert main(["validate", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (traced,) = out["trace_kinds"]
+    kinds = {r["kind"]: r for r in traced["rows"]}
+    # measured compute: the importer's self time per kind, averaged over the two steps
+    for kind in ("gemm", "attention", "elementwise", "optimizer"):
+        assert kinds[kind]["measured_s"] == pytest.approx(
+            sum(s.compute[kind] for s in summary.steps) / steps)
+        assert kinds[kind]["predicted_s"] is None and "no --job" in kinds[kind]["source"]
+    # the all-reduces: DDP's two buckets a step, their traced durations summed per step, beside
+    # the sum of validate's per-row predictions (the calibration at the same sizes)
+    ar = kinds["all_reduce (2 ranks)"]
+    assert (ar["calls_per_step"], ar["size_bytes_per_step"]) == (2, sum(BUCKETS))
+    traced_ar = [c.duration for c in summary.collectives if c.size_bytes and c.op.value == "all_reduce"]
+    assert ar["measured_s"] == pytest.approx(sum(traced_ar) / steps)
+    rows = [r for r in out["rows"] if r["op"] == "all_reduce"]
+    assert ar["predicted_s"] == pytest.approx(sum(r["predicted_s"] for r in rows) / steps)
+    # with the job described (a scenario file), compute kinds are predicted by its estimate:
+    # GEMM, attention, memory-bound + kernel overhead as elementwise, the optimizer. (The traced
+    # job is a small MLP on CPUs, which no transformer scenario describes: this checks what is
+    # put beside the trace, not how close it is.)
+    job = tmp_path / "job.toml"
+    job.write_text('[model]\nname = "gpt2-xl"\n[cluster]\ngpu = "h100"\nnodes = 1\n'
+                   'gpus_per_node = 2\n[training]\nmicro_batch = 4\n')
+    assert main(["validate", "--json", "--job", str(job)]) == 0
+    kinds = {r["kind"]: r for r in json.loads(capsys.readouterr().out)["trace_kinds"][0]["rows"]}
+    e = estimate(build_scenario(load_settings(job)), allow_oom=True)
+    k = e.compute_kinds
+    assert [kinds[n]["predicted_s"] for n in ("gemm", "attention", "elementwise", "optimizer")] \
+        == pytest.approx([k.gemm, k.attention, k.memory + k.overhead, e.breakdown.optimizer])
+    # a job timed with a flat efficiency (params only, hfu given) has no per-kind split
+    flat = Path(__file__).resolve().parents[2] / "examples" / "handbook-2b-4nodes.toml"
+    assert main(["validate", "--json", "--job", str(flat)]) == 0
+    kinds = {r["kind"]: r for r in json.loads(capsys.readouterr().out)["trace_kinds"][0]["rows"]}
+    assert kinds["gemm"]["predicted_s"] is None and "flat" in kinds["gemm"]["source"]
+    assert main(["validate"]) == 0  # the table prints
+    assert "per op kind" in capsys.readouterr().out
