@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KindRow", "trace_steps", "kind_rows", "predicted_compute_kinds"]
+__all__ = ["KindRow", "trace_steps", "trace_source", "kind_rows", "predicted_compute_kinds"]
 
 #: compute kinds of the trace importer, in its order
 COMPUTE_KINDS = ("gemm", "attention", "elementwise", "optimizer")
@@ -63,6 +63,12 @@ def trace_steps(options: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     if not isinstance(steps, (list, tuple)):
         return []
     return [s for s in steps if isinstance(s, Mapping)]
+
+
+def trace_source(source: str) -> str:
+    """The trace a run came from: ``trace import`` stores one run per group size, its source
+    ``torch.profiler trace FILE sha256:... group size N``; the part before " group size"."""
+    return source.split(" group size", 1)[0]
 
 
 def predicted_compute_kinds(estimate) -> dict[str, float] | None:

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
         raise ConfigError("--side and --markdown go with --published (or --side with --nccl-tests)")
     from willitscale.calibrate.runs import measured_run
-    from willitscale.calibrate.trace_kinds import trace_steps
+    from willitscale.calibrate.trace_kinds import trace_source, trace_steps
     from willitscale.calibrate.validate import Skipped, compare
     from willitscale.cli.output import print_json, print_table
     from willitscale.errors import ConfigError
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
             stored = store.run(i)
             if not stored.info.rows:
                 continue
-            traced[i] = trace_steps(stored.info.options)
+            traced[i] = (trace_source(stored.info.source), trace_steps(stored.info.options))
             try:
                 runs.append(measured_run(stored))
             except ConfigError as exc:
@@ -145,8 +145,9 @@ def run(args: argparse.Namespace) -> int:
                "max_abs_error_out_of_sample": max(errors_out, default=None)}
     if args.json:
         print_json({"calibration": path, "rows": rows, "skipped": skipped, "summary": summary,
-                    "trace_kinds": [{"run_id": i, "rows": [r.to_json() for r in k]}
-                                    for i, k in kinds.items()]})
+                    "trace_kinds": [{"run_ids": list(ids), "trace": source,
+                                     "rows": [r.to_json() for r in k]}
+                                    for (ids, source), k in kinds.items()]})
         return 0
     print_table(f"predicted vs measured ({path})",
                 ["run", "point", "measured", "predicted", "error", "fit"],
@@ -165,20 +166,23 @@ def run(args: argparse.Namespace) -> int:
                       gib(r.details["predicted_allocated_bytes"]), f"{r.details['memory_error']:+.1%}",
                       gib(r.details["peak_reserved_bytes"] or 0)] for r in memory],
                     caption="docs/memory.md; CPU runs record no peak")
-    for run_id, found in kinds.items():
-        _print_kinds(run_id, found)
+    for (ids, source), found in kinds.items():
+        _print_kinds(ids, source, found)
     for s in skipped:
         print(f"run {s.run_id} ({s.kind}) not predicted: {s.reason}", file=sys.stderr)
     return 0
 
 
 def _trace_kinds(traced: dict, rows, job: str | None) -> dict:
-    """Run id -> KindRows of every run ``trace import`` stored (its steps kept), predicted
-    compute from ``job``'s estimate when given."""
+    """``(run ids, trace)`` -> KindRows for each trace ``trace import`` stored (one run per
+    group size, one table per trace), compute predicted from ``job``'s estimate when given."""
     from willitscale.calibrate.trace_kinds import kind_rows, predicted_compute_kinds
 
-    traced = {i: steps for i, steps in traced.items() if steps}
-    if not traced:
+    traces: dict[str, tuple[list[int], list]] = {}
+    for i, (source, steps) in traced.items():
+        if steps:
+            traces.setdefault(source, ([], steps))[0].append(i)
+    if not traces:
         if job:
             from willitscale.errors import ConfigError
 
@@ -193,17 +197,20 @@ def _trace_kinds(traced: dict, rows, job: str | None) -> dict:
         predicted = predicted_compute_kinds(estimate(build_scenario(load_settings(job)),
                                                      allow_oom=True))
         why = "the job's estimate used a flat efficiency: no per-op split"
-    return {i: kind_rows(steps, [r for r in rows if r.run_id == i], predicted, why)
-            for i, steps in traced.items()}
+    return {(tuple(ids), source): kind_rows(steps, [r for r in rows if r.run_id in ids],
+                                            predicted, why)
+            for source, (ids, steps) in traces.items()}
 
 
-def _print_kinds(run_id: int, found) -> None:
+def _print_kinds(ids: tuple[int, ...], source: str, found) -> None:
     from willitscale.cli.output import print_table
 
     def ms(x):
         return "-" if x is None else f"{x * 1e3:.4g}"
 
-    print_table(f"run {run_id}: the traced step per op kind (means per step)",
+    runs = ", ".join(map(str, ids))
+    print_table(f"{source} (run{'s' if len(ids) > 1 else ''} {runs}): the traced step per op "
+                "kind, means per step",
                 ["op kind", "measured", "predicted", "error", "calls", "predicted by"],
                 [[k.kind, ms(k.measured), ms(k.predicted),
                   "-" if k.error is None else f"{k.error:+.1%}",
