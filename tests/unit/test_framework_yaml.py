@@ -241,3 +241,24 @@ def test_plans_megatron_cannot_run_are_refused_on_export():
     with pytest.raises(ConfigError, match="layers:N"):
         nemo_yaml(Plan(dp=8, recompute="every:2"), model=model, seq_len=8192, dtype="bf16",
                   nodes=1, gpus_per_node=8)
+
+
+@pytest.mark.parametrize("flag", ["--nemo", "--megatron-yaml"])
+def test_plan_writes_its_fastest_plan_and_the_file_reads_back_as_that_plan(flag, tmp_path, capsys):
+    from dataclasses import replace
+
+    from willitscale.cli.main import main
+
+    path = tmp_path / "job.yaml"
+    assert main(["plan", "--model", "llama3-70b", "--gpu", "h100", "--gpus", "64",
+                 "--gpus-per-node", "8", "--global-batch", "128", "--seq-len", "4096", "--top", "1",
+                 "--explain", "0", flag, str(path)]) == 0
+    said = capsys.readouterr().err
+    written = said[said.index("Plan("):].strip()
+    planned = eval(written, {"Plan": Plan})  # Plan's repr evaluates back (scenario/plan.py)
+    settings = load_settings(path)
+    cluster = {"gpu": "h100"} if flag == "--nemo" else CLUSTER
+    scenario = build_scenario({**settings, **cluster})
+    # the planner records the framework it assumed for memory; the file carries the plan itself
+    assert scenario.plan == replace(planned, framework="")
+    assert (scenario.model.name, scenario.seq_len, scenario.cluster.gpus) == ("llama3-70b", 4096, 64)
