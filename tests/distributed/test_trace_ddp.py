@@ -15,18 +15,26 @@ from willitscale.results.importers.kineto import read_trace
 
 pytestmark = pytest.mark.distributed
 
-#: Linear(256 -> 1024), ReLU, Linear(1024 -> 4096); DDP bucket_cap 0.5 MB, first bucket 1 MiB
+#: Linear(64 -> 1024), ReLU, Linear(1024 -> 16384); DDP bucket_cap 0.5 MB, first bucket 1 MiB
 #: (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES). After the first step DDP rebuilds its
 #: buckets in the order gradients became ready (last layer first) and closes a bucket once it
-#: reaches its cap: [bias2 4096 + weight2 4096x1024] = 4,198,400 floats >= 2^20 B / 4 -> one
-#: bucket; [bias1 1024 + weight1 1024x256] = 263,168 floats >= 0.5 MB / 4 -> the next. In bytes
+#: reaches its cap: [bias2 16384 + weight2 16384x1024] = 16,793,600 floats >= 2^20 B / 4 -> one
+#: bucket; [bias1 1024 + weight1 1024x64] = 66,560 floats, what is left, the last bucket. In bytes
 #: (fp32), smallest first:
-BUCKETS = [263_168 * 4, 4_198_400 * 4]  # 1,052,672 and 16,793,600
+BUCKETS = [66_560 * 4, 16_793_600 * 4]  # 266,240 and 67,174,400
+#: Why these sizes and STEPS profiled steps: a traced collective's duration is the wait for the
+#: other rank to arrive plus the transfer, and on a busy 2-core machine the wait (one rank
+#: descheduled, tens to hundreds of ms) swamps a few-MB transfer. With two buckets 16x apart and
+#: two steps, calibrate once saw the 1 MB all-reduce take as long as the 16.8 MB one and found
+#: no bandwidth term. 252x apart, the 64 MiB bucket's transfer alone (~60 ms at ~1 GB/s over
+#: loopback Gloo) is longer than most waits, and six steps give the fit's soft-L1 loss (relative
+#: residuals, which a slow outlier moves less than a fast point) unwaited points of each size.
+STEPS = 6
 
-#: the recording program users run (examples/traces/), here with the sizes above: a 256 -> 1024
-#: -> 4096 model, 0.5 MB buckets, a batch of 8
+#: the recording program users run (examples/traces/), here with the sizes above: a 64 -> 1024
+#: -> 16384 model, 0.5 MB buckets, a batch of 8, STEPS steps profiled
 RECORDER = Path(__file__).resolve().parents[2] / "examples" / "traces" / "record_ddp_trace.py"
-SIZES = ("256", "1024", "4096", "0.5", "8")
+SIZES = ("64", "1024", "16384", "0.5", "8", str(STEPS))
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +51,9 @@ def test_ddp_trace_all_reduces_are_the_gradient_buckets(recorded):
     for rank in (0, 1):
         summary = read_trace(json.loads((recorded / f"rank{rank}.json").read_text()), "t")
         assert summary.backend == "gloo" and summary.rank == rank and summary.world_size == 2
-        assert [s.name for s in summary.steps] == ["ProfilerStep#2", "ProfilerStep#3"]
-        for index in (0, 1):
+        # a profiler schedule of wait 1, warmup 1, active STEPS: steps 2 .. STEPS + 1 recorded
+        assert [s.name for s in summary.steps] == [f"ProfilerStep#{i}" for i in range(2, STEPS + 2)]
+        for index in range(STEPS):
             sizes = sorted(c.size_bytes for c in summary.collectives
                            if c.step == index and c.op.value == "all_reduce")
             assert sizes == BUCKETS
@@ -59,7 +68,7 @@ def test_ddp_trace_stores_a_run_that_calibrate_fits_and_validate_compares(record
     monkeypatch.setenv("WILLITSCALE_HOME", str(tmp_path))
     assert main(["trace", "import", str(recorded / "rank0.json"), "--json"]) == 0
     stored = json.loads(capsys.readouterr().out)["traces"][0]["stored"]
-    assert [s["ranks"] for s in stored] == [2] and stored[0]["rows"] == 4  # 2 buckets x 2 steps
+    assert [s["ranks"] for s in stored] == [2] and stored[0]["rows"] == 2 * STEPS  # 2 buckets a step
     code = main(["calibrate", "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -96,13 +105,13 @@ def test_validate_shows_the_traced_step_per_op_kind(recorded, tmp_path, monkeypa
         created="2026-01-01T00:00:00+00:00", runs=(1,), setup="gloo, cpu", source="test").to_toml())
     capsys.readouterr()
     summary = read_trace(json.loads((recorded / "rank0.json").read_text()), "t")
-    steps = len(summary.steps)  # 2: ProfilerStep#2 and #3
+    steps = len(summary.steps)  # STEPS: ProfilerStep#2 .. #7
     assert main(["validate", "--json", "--calibration", str(cal)]) == 0
     out = json.loads(capsys.readouterr().out)
     (traced,) = out["trace_kinds"]  # one trace, stored as one run (one group size)
     assert traced["run_ids"] == [1] and traced["trace"].startswith("torch.profiler trace rank0.json")
     kinds = {r["kind"]: r for r in traced["rows"]}
-    # measured compute: the importer's self time per kind, averaged over the two steps
+    # measured compute: the importer's self time per kind, averaged over the traced steps
     for kind in ("gemm", "attention", "elementwise", "optimizer"):
         assert kinds[kind]["measured_s"] == pytest.approx(
             sum(s.compute[kind] for s in summary.steps) / steps)
@@ -114,8 +123,8 @@ def test_validate_shows_the_traced_step_per_op_kind(recorded, tmp_path, monkeypa
     traced_ar = [c.duration for c in summary.collectives if c.size_bytes and c.op.value == "all_reduce"]
     assert ar["measured_s"] == pytest.approx(sum(traced_ar) / steps)
     # ring all-reduce over 2 ranks: 2(n-1) latencies + 2(n-1)/n x size / bandwidth = 2 x 100 us
-    # + size / 1 GB/s per bucket: 200 us + 1.052672 ms and 200 us + 16.7936 ms a step
-    assert ar["predicted_s"] == pytest.approx((200e-6 + 1.052672e-3) + (200e-6 + 16.7936e-3))
+    # + size / 1 GB/s per bucket: 200 us + 0.26624 ms and 200 us + 67.1744 ms a step
+    assert ar["predicted_s"] == pytest.approx((200e-6 + 0.26624e-3) + (200e-6 + 67.1744e-3))
     assert "in-sample" in ar["source"]  # the calibration names run 1 as fitted
     # with the job described (a scenario file), compute kinds are predicted by its estimate:
     # GEMM, attention, memory-bound + kernel overhead as elementwise, the optimizer. (The traced
