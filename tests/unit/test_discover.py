@@ -5,7 +5,7 @@ The H100 and A100 matrices are the captures printed in /work/shared/seeds/000_7d
 (the early copy of stas00/ml-engineering's network chapter, "A100 topology" and "H100
 topology"). Those captures show no NICs and no ``nvidia-smi`` GPU list: the GPU names, memory
 and InfiniBand ports below are written here, in the formats nvidia-smi and /sys print them, and
-say so. Real DGX captures of ``nvidia-smi -q`` and ``ibstat`` are still to be added (issue 16).
+say so. Real captures from H100 nodes are in tests/data/discover/ (test_discover_captures.py).
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ PLANS = [
     Plan(dp=2, tp=4, pp=8, sequence_parallel=True, zero=1, micro_batch=1, grad_accum=16,
          recompute="full"),
     Plan(dp=4, tp=2, pp=8, micro_batch=1, grad_accum=16, pp_schedule="interleaved", virtual_stages=5),
+    # --recompute-granularity full --recompute-method block --recompute-num-layers 3
+    Plan(dp=8, tp=2, pp=4, micro_batch=2, grad_accum=8, recompute="layers:3"),
 ]
 
 

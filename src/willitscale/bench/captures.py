@@ -9,6 +9,9 @@ The folder may hold, each optional:
   the ``Total`` of ``FB Memory Usage`` (``81559 MiB``);
 * ``ibstat.txt``: ``ibstat``: per ``CA '<name>'``, per ``Port N:``, its ``State``, ``Rate``
   (Gb/s) and ``Link layer``;
+* ``sys-class-infiniband/``: a copy of ``/sys/class/infiniband`` (``DEVICE/ports/N/rate``,
+  ``state``, ``link_layer``), read as the live machine's is; ``ibstat.txt`` wins when both are
+  there;
 * ``cpuinfo.txt``, ``hostname.txt``: ``/proc/cpuinfo`` and the host's name.
 """
 
@@ -20,9 +23,11 @@ from typing import Any
 
 from willitscale.bench.topo import parse_topo_matrix
 
-__all__ = ["parse_nvidia_smi_q", "parse_ibstat", "facts_from_captures", "FILES"]
+__all__ = ["parse_nvidia_smi_q", "parse_ibstat", "sys_infiniband_ports", "facts_from_captures",
+           "FILES"]
 
-FILES = ("nvidia-smi-topo.txt", "nvidia-smi-q.txt", "ibstat.txt", "cpuinfo.txt", "hostname.txt")
+FILES = ("nvidia-smi-topo.txt", "nvidia-smi-q.txt", "ibstat.txt", "sys-class-infiniband",
+         "cpuinfo.txt", "hostname.txt")
 _FIELD = re.compile(r"^(\s*)([^:]+?)\s*:\s*(.*?)\s*$")
 
 
@@ -81,6 +86,17 @@ def parse_ibstat(text: str) -> list[dict[str, Any]]:
     return ports
 
 
+def sys_infiniband_ports(base: Path) -> list[dict[str, Any]]:
+    """InfiniBand ports of a copy of ``/sys/class/infiniband`` (``DEVICE/ports/N/...``)."""
+    def field(path: Path) -> str | None:
+        return path.read_text(errors="replace").strip() if path.is_file() else None
+
+    return [{"device": port.parent.parent.name, "port": port.name, "rate": field(port / "rate"),
+             "state": field(port / "state"), "link_layer": field(port / "link_layer"),
+             "numa_node": None}
+            for port in sorted(base.glob("*/ports/*")) if port.is_dir()]
+
+
 def facts_from_captures(folder: Path) -> dict[str, Any]:
     """:func:`~willitscale.bench.environment.host_facts`-shaped facts from saved outputs."""
     def read(name: str) -> str | None:
@@ -95,5 +111,7 @@ def facts_from_captures(folder: Path) -> dict[str, Any]:
             "cpu": models[0] if models else None, "cpus": len(models) or None, "numa": [],
             "gpus": parse_nvidia_smi_q(read("nvidia-smi-q.txt") or ""),
             "topology": parse_topo_matrix(topo) if topo else None,
-            "infiniband": parse_ibstat(read("ibstat.txt") or ""), "interfaces": [],
+            "infiniband": (parse_ibstat(read("ibstat.txt") or "")
+                           or sys_infiniband_ports(folder / "sys-class-infiniband")),
+            "interfaces": [],
             "peermem": None, "captured_from": str(folder)}

@@ -106,8 +106,29 @@ def _gpu_and_link(names: list[str], memory: int | None, topology: str, links: in
     return gpu.name, link, f"{names[0]!r} ({topology}) is the catalog's {gpu.name}"
 
 
+def _link_without_names(topology: str, links: int | None, hint, catalog) -> tuple[str | None, str]:
+    """``(catalog intra-node link, how)`` when nvidia-smi names no GPU: the given GPU's link if
+    the matrix's wiring agrees with it, else the one catalog NVLink of that many links."""
+    if hint is not None:
+        link = catalog.links.get(hint.intra_node_link)
+        if topology == "pcie" and hint.intra_topology == "pcie":
+            return hint.intra_node_link, f"{hint.name} (given) on PCIe, as the matrix shows"
+        if link is not None and link.links == links:
+            return link.name, f"{hint.name} (given): its {link.name} has {links} links per GPU, " \
+                              "as the matrix shows"
+        return None, (f"{hint.name} (given) has {link.links if link else '?'} NVLinks per GPU, "
+                      f"the matrix shows {links}: no intra-node link chosen")
+    found = sorted(link.name for link in catalog.links.values()
+                   if link.kind.value == "nvlink" and links and link.links == links)
+    if len(found) == 1:
+        return found[0], f"no GPU name: {links} links per GPU is {found[0]}"
+    return None, (f"no GPU name, and {links} links per GPU fits {len(found)} catalog NVLinks"
+                  + (f" ({', '.join(found)})" if found else ""))
+
+
 def _nics(facts: dict, catalog) -> tuple[str | None, int, float | None, list[str]]:
-    ports = [p for p in facts.get("infiniband") or () if "ACTIVE" in str(p.get("state") or "")]
+    ports = [p for p in facts.get("infiniband") or () if "ACTIVE" in str(p.get("state") or "")
+             and str(p.get("link_layer") or "InfiniBand") != "Ethernet"]  # Ethernet: RoCE ports
     rates = [float(m[1]) for p in ports if (m := IB_RATE.match(str(p.get("rate") or "")))]
     kind = "infiniband"
     if not rates:
@@ -155,19 +176,38 @@ def discover_node(facts: dict, catalog) -> Discovery:
     topo = facts.get("topology")
     gpus = facts.get("gpus") or []
     names = [g["name"] for g in gpus]
-    topology, links, notes = _nv_links(topo) if gpus else ("unknown", None, [])
+    count, counted = _gpu_count(len(gpus), topo)
+    topology, links, notes = _nv_links(topo) if count else ("unknown", None, [])
     memory = gpus[0].get("memory_bytes") if gpus else None
-    gpu, intra, said = _gpu_and_link(names, memory, topology, links, catalog) if gpus \
-        else (None, None, "")
-    nic, count, rate, nic_notes = _nics(facts, catalog)
+    hint = facts.get("gpu_hint")  # a catalog Gpu the user named (the captures name none)
+    if names:
+        gpu, intra, said = _gpu_and_link(names, memory, topology, links, catalog)
+    elif count:
+        intra, said = _link_without_names(topology, links, hint, catalog)
+        gpu = hint.name if hint is not None else None
+        said += "" if hint is not None else "; the GPU model is unknown (give --gpu)"
+    else:
+        gpu, intra, said = None, None, ""
+    nic, nics, rate, nic_notes = _nics(facts, catalog)
     return Discovery(host=str(facts.get("hostname") or ""), cpu=facts.get("cpu"), cpus=facts.get("cpus"),
-                     numa=tuple(facts.get("numa") or ()), gpus=len(gpus), gpu_names=tuple(names),
-                     gpu=gpu, intra_link=intra, intra_topology=topology if gpus else None,
-                     nic=nic, nics=count, nic_rate_Gbps=rate,
+                     numa=tuple(facts.get("numa") or ()), gpus=count, gpu_names=tuple(names),
+                     gpu=gpu, intra_link=intra, intra_topology=topology if count else None,
+                     nic=nic, nics=nics, nic_rate_Gbps=rate,
                      warnings=tuple(_warnings(facts, topo)),
-                     notes=tuple(([said] if gpus else ["no NVIDIA GPU found (no nvidia-smi, or "
-                                                       "it lists none)"]) + notes + nic_notes),
+                     notes=tuple(counted + ([said] if count else ["no NVIDIA GPU found (no "
+                                                                 "nvidia-smi, or it lists none)"])
+                                 + notes + nic_notes),
                      facts=facts)
+
+
+def _gpu_count(listed: int, topo: dict | None) -> tuple[int, list[str]]:
+    """GPUs of the node: nvidia-smi's list, or the matrix's GPU rows where it has more (a
+    capture of nvidia-smi inside a job that saw part of the node), with a note saying so."""
+    rows = len([d for d in topo["devices"] if d.startswith("GPU")]) if topo else 0
+    if rows > listed:
+        return rows, [f"{rows} GPUs in the topology matrix, {listed} listed by nvidia-smi: "
+                      f"counted {rows}"]
+    return listed, []
 
 
 def preset_toml(d: Discovery, name: str, *, when: str) -> str:
@@ -178,7 +218,8 @@ def preset_toml(d: Discovery, name: str, *, when: str) -> str:
 
         raise ConfigError(f"no node preset: {'no GPU found' if not d.gpus else 'unknown ' + ', '.join(missing)}"
                           f" ({'; '.join(d.notes)})")
-    lines = [f"[node.{name}]", f'display_name = "{d.gpus} x {d.gpu_names[0]} on {d.host}"',
+    model = d.gpu_names[0] if d.gpu_names else d.gpu
+    lines = [f"[node.{name}]", f'display_name = "{d.gpus} x {model} on {d.host}"',
              f'gpu = "{d.gpu}"', f"gpus_per_node = {d.gpus}", f'intra_link = "{d.intra_link}"',
              f'intra_topology = "{d.intra_topology}"', f'nic = "{d.nic}"', f"nics = {d.nics}",
              f'source = "willitscale discover on {d.host} at {when}: ' + "; ".join(d.notes).replace('"', "'") + '"']

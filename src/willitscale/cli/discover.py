@@ -29,7 +29,11 @@ def register(subparsers) -> None:
         "willitscale discover --write --name my-node"))
     p.add_argument("--from", dest="captures", metavar="DIR", default=None,
                    help="read saved outputs instead of this machine: nvidia-smi-topo.txt, "
-                        "nvidia-smi-q.txt, ibstat.txt, cpuinfo.txt, hostname.txt in DIR")
+                        "nvidia-smi-q.txt, ibstat.txt, sys-class-infiniband/ (a copy of "
+                        "/sys/class/infiniband), cpuinfo.txt, hostname.txt in DIR")
+    p.add_argument("--gpu", default=None, metavar="NAME",
+                   help="with --from: the catalog GPU the captures show when they name none "
+                        "(no nvidia-smi -q saved); checked against the topology matrix")
     p.add_argument("--json", action="store_true")
     p.add_argument("--write", action="store_true",
                    help="store the node preset in $WILLITSCALE_HOME/catalog/NAME.toml")
@@ -59,13 +63,18 @@ def run(args: argparse.Namespace) -> int:
         from willitscale.bench.captures import FILES, facts_from_captures
 
         folder = Path(args.captures).expanduser()
-        if not folder.is_dir() or not any((folder / f).is_file() for f in FILES):
+        if not folder.is_dir() or not any((folder / f).exists() for f in FILES):
             raise ConfigError("--from", str(folder), "a folder holding any of " + ", ".join(FILES))
         facts = facts_from_captures(folder)
+    elif args.gpu:
+        raise ConfigError("--gpu", args.gpu, "only with --from DIR (on a live node nvidia-smi "
+                                             "names the GPUs)")
     else:
         facts = host_facts()
         facts["peermem"] = Path("/sys/module/nvidia_peermem").exists()
     catalog = load_catalog()
+    if args.gpu:
+        facts["gpu_hint"] = catalog.gpu(args.gpu)
     found = discover_node(facts, catalog)
     node = closest_node(found, catalog) if found.gpu else None
     same, differ = compared_with(found, node) if node else ([], [])
@@ -98,7 +107,8 @@ def _print(found) -> None:
     numa = ", ".join(f"node {n['node']}: CPUs {n['cpus']}" for n in found.numa) or "none listed"
     print(f"host {found.host}: {found.cpus} CPUs ({found.cpu or 'unknown model'}); NUMA {numa}")
     if found.gpus:
-        print(f"GPUs: {found.gpus} x {found.gpu_names[0]} -> {found.gpu or '?'}; intra-node "
+        model = found.gpu_names[0] if found.gpu_names else "(unnamed)"
+        print(f"GPUs: {found.gpus} x {model} -> {found.gpu or '?'}; intra-node "
               f"{found.intra_link or '?'} ({found.intra_topology})")
     print(f"NICs: {found.nics} x {found.nic or '?'}"
           + (f" ({found.nic_rate_Gbps:g} Gb/s)" if found.nic_rate_Gbps else ""))

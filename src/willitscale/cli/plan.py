@@ -65,6 +65,12 @@ def register(subparsers) -> None:
     p.add_argument("--megatron", metavar="FILE", default=None,
                    help="write the fastest plan Megatron-LM can run as its command-line flags "
                         "(DDP or the distributed optimizer), one per line (docs/formats.md)")
+    p.add_argument("--megatron-yaml", metavar="FILE", default=None,
+                   help="write the fastest plan Megatron-LM can run as the keys of its --yaml-cfg "
+                        "file (docs/formats.md)")
+    p.add_argument("--nemo", metavar="FILE", default=None,
+                   help="write the fastest plan NeMo 1.x can run as the keys of its Hydra YAML "
+                        "config, trainer.devices/num_nodes included (docs/formats.md)")
     p.add_argument("--progress", action="store_true", help="show progress even when not a terminal")
     add_plot_flag(p)
     p.set_defaults(run=run)
@@ -201,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
                         progress=progress)
     if result.interrupted:
         print("interrupted: showing the plans evaluated so far", file=sys.stderr)
-    for kind in ("torchtitan", "megatron"):
+    for kind in FORMATS:
         if getattr(args, kind):
             _write_framework(kind, getattr(args, kind), result, scenario)
     if args.json:
@@ -245,33 +251,51 @@ class _progress:
         return False
 
 
+#: --FLAG -> what is written
+FORMATS = {"torchtitan": "torchtitan job file", "megatron": "megatron arguments",
+           "megatron_yaml": "Megatron-LM YAML config", "nemo": "NeMo config"}
+
+
+def _framework_text(kind: str, plan, scenario) -> str:
+    """``plan`` in format ``kind`` (a key of FORMATS); ConfigError when it cannot say it."""
+    from willitscale.scenario.megatron import megatron_args
+    from willitscale.scenario.megatron_yaml import megatron_yaml
+    from willitscale.scenario.nemo import nemo_yaml
+    from willitscale.scenario.torchtitan import torchtitan_toml
+
+    model, seq_len, dtype = scenario.model, scenario.seq_len, scenario.dtype
+    if kind == "torchtitan":
+        return torchtitan_toml(plan, model=model.name, layers=model.layers, seq_len=seq_len,
+                               dtype=dtype)
+    if kind == "megatron":
+        return megatron_args(plan, model=model, seq_len=seq_len, dtype=dtype)
+    if kind == "megatron_yaml":
+        return megatron_yaml(plan, model=model, seq_len=seq_len, dtype=dtype)
+    cluster = scenario.cluster
+    return nemo_yaml(plan, model=model, seq_len=seq_len, dtype=dtype, nodes=cluster.nodes,
+                     gpus_per_node=cluster.node.gpus_per_node)
+
+
 def _write_framework(kind: str, path: str, result, scenario) -> None:
-    """The fastest plan framework ``kind`` (torchtitan, megatron) can express, written to
+    """The fastest plan framework ``kind`` (a key of FORMATS) can express, written to
     ``path`` in its format."""
     from pathlib import Path
 
     from willitscale.errors import ConfigError
-    from willitscale.scenario.megatron import megatron_args
-    from willitscale.scenario.torchtitan import torchtitan_toml
 
+    flag = "--" + kind.replace("_", "-")
     if scenario.model is None:
-        raise ConfigError(f"--{kind} needs a model shape (--model), not only --params")
-    model = scenario.model
+        raise ConfigError(f"{flag} needs a model shape (--model), not only --params")
     reasons = []
     for index in result.ranked:
         plan = result.batch.plan(int(index))
         try:
-            if kind == "torchtitan":
-                text = torchtitan_toml(plan, model=model.name, layers=model.layers,
-                                       seq_len=scenario.seq_len, dtype=scenario.dtype)
-            else:
-                text = megatron_args(plan, model=model, seq_len=scenario.seq_len, dtype=scenario.dtype)
+            text = _framework_text(kind, plan, scenario)
         except ConfigError as exc:
             reasons.append(str(exc))
             continue
         Path(path).write_text(text)
-        print(f"{kind} {'job file' if kind == 'torchtitan' else 'arguments'} written to {path}: "
-              f"{plan!r}", file=sys.stderr)
+        print(f"{FORMATS[kind]} written to {path}: {plan!r}", file=sys.stderr)
         return
-    raise ConfigError(f"--{kind}: no feasible plan {kind} can run"
+    raise ConfigError(f"{flag}: no feasible plan {kind.replace('_', ' ')} can run"
                       f"{' (' + reasons[0] + ')' if reasons else ''}")

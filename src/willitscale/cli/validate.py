@@ -43,6 +43,9 @@ def register(subparsers) -> None:
                    help="with --nccl-tests: every sweep (default) or only those graded good with the data")
     p.add_argument("--markdown", action="store_true",
                    help="with --published: the tables as Markdown (docs/validation.md)")
+    p.add_argument("--job", default=None, metavar="FILE",
+                   help="the job a traced run ran (a scenario file: TOML with its cluster, "
+                        "torchtitan, Megatron-LM, NeMo): predicts the trace's compute per op kind")
     add_plot_flag(p)
     add_steps_flags(p)
     p.set_defaults(run=run)
@@ -81,6 +84,11 @@ def _nccl_tests(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.job and (args.profile or args.steps or args.published or args.nccl_tests):
+        from willitscale.errors import ConfigError
+
+        raise ConfigError("--job", args.job, "with stored runs only (not --published, "
+                                             "--nccl-tests or --profile/--steps)")
     if args.profile or args.steps:  # measured training steps vs a measured profile
         return run_steps(args)
     if args.nccl_tests:
@@ -106,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
         raise ConfigError("--side and --markdown go with --published (or --side with --nccl-tests)")
     from willitscale.calibrate.runs import measured_run
+    from willitscale.calibrate.trace_kinds import trace_source, trace_steps
     from willitscale.calibrate.validate import Skipped, compare
     from willitscale.cli.output import print_json, print_table
     from willitscale.errors import ConfigError
@@ -114,17 +123,19 @@ def run(args: argparse.Namespace) -> int:
     with Store() as store:
         cal, path = _calibration(store, args.calibration)
         ids = args.run_ids or [info.id for info in reversed(store.runs())]
-        runs, unreadable = [], []
+        runs, unreadable, traced = [], [], {}
         for i in ids:
             stored = store.run(i)
             if not stored.info.rows:
                 continue
+            traced[i] = (trace_source(stored.info.source), trace_steps(stored.info.options))
             try:
                 runs.append(measured_run(stored))
             except ConfigError as exc:
                 unreadable.append(Skipped(run_id=i, kind=stored.info.kind, reason=str(exc)))
     rows, skipped = compare(runs, cal)
     skipped = unreadable + skipped
+    kinds = _trace_kinds(traced, rows, args.job)
     errors_in = [abs(r.error) for r in rows if r.in_sample]
     errors_out = [abs(r.error) for r in rows if not r.in_sample]
     if args.plot and rows:
@@ -133,7 +144,10 @@ def run(args: argparse.Namespace) -> int:
                "max_abs_error_in_sample": max(errors_in, default=None),
                "max_abs_error_out_of_sample": max(errors_out, default=None)}
     if args.json:
-        print_json({"calibration": path, "rows": rows, "skipped": skipped, "summary": summary})
+        print_json({"calibration": path, "rows": rows, "skipped": skipped, "summary": summary,
+                    "trace_kinds": [{"run_ids": list(ids), "trace": source,
+                                     "rows": [r.to_json() for r in k]}
+                                    for (ids, source), k in kinds.items()]})
         return 0
     print_table(f"predicted vs measured ({path})",
                 ["run", "point", "measured", "predicted", "error", "fit"],
@@ -152,9 +166,58 @@ def run(args: argparse.Namespace) -> int:
                       gib(r.details["predicted_allocated_bytes"]), f"{r.details['memory_error']:+.1%}",
                       gib(r.details["peak_reserved_bytes"] or 0)] for r in memory],
                     caption="docs/memory.md; CPU runs record no peak")
+    for (ids, source), found in kinds.items():
+        _print_kinds(ids, source, found)
     for s in skipped:
         print(f"run {s.run_id} ({s.kind}) not predicted: {s.reason}", file=sys.stderr)
     return 0
+
+
+def _trace_kinds(traced: dict, rows, job: str | None) -> dict:
+    """``(run ids, trace)`` -> KindRows for each trace ``trace import`` stored (one run per
+    group size, one table per trace), compute predicted from ``job``'s estimate when given."""
+    from willitscale.calibrate.trace_kinds import kind_rows, predicted_compute_kinds
+
+    traces: dict[str, tuple[list[int], list]] = {}
+    for i, (source, steps) in traced.items():
+        if steps:
+            traces.setdefault(source, ([], steps))[0].append(i)
+    if not traces:
+        if job:
+            from willitscale.errors import ConfigError
+
+            raise ConfigError("--job", job, "with runs that `trace import` stored (none here)")
+        return {}
+    predicted, why = None, "no --job: give the traced job's scenario to predict compute"
+    if job:
+        from willitscale.estimation.estimate import estimate
+        from willitscale.scenario.build import build_scenario
+        from willitscale.scenario.settings import load_settings
+
+        predicted = predicted_compute_kinds(estimate(build_scenario(load_settings(job)),
+                                                     allow_oom=True))
+        why = "the job's estimate used a flat efficiency: no per-op split"
+    return {(tuple(ids), source): kind_rows(steps, [r for r in rows if r.run_id in ids],
+                                            predicted, why)
+            for source, (ids, steps) in traces.items()}
+
+
+def _print_kinds(ids: tuple[int, ...], source: str, found) -> None:
+    from willitscale.cli.output import print_table
+
+    def ms(x):
+        return "-" if x is None else f"{x * 1e3:.4g}"
+
+    runs = ", ".join(map(str, ids))
+    print_table(f"{source} (run{'s' if len(ids) > 1 else ''} {runs}): the traced step per op "
+                "kind, means per step",
+                ["op kind", "measured", "predicted", "error", "calls", "predicted by"],
+                [[k.kind, ms(k.measured), ms(k.predicted),
+                  "-" if k.error is None else f"{k.error:+.1%}",
+                  "" if k.calls is None else f"{k.calls:g}", k.source] for k in found],
+                units=["", "(ms)", "(ms)", "", "", ""],
+                caption="compute: self time by kind (elementwise on a CPU trace includes the "
+                        "framework's time between ops); collectives: the traced ones with a size")
 
 
 def _plot(directory: str, rows) -> None:

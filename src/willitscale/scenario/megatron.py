@@ -22,7 +22,8 @@ from typing import Any
 
 from willitscale.errors import ConfigError
 
-__all__ = ["is_megatron", "megatron_settings", "megatron_args"]
+__all__ = ["is_megatron", "megatron_settings", "megatron_args", "settings_of_arguments",
+           "catalog_model", "recompute_fields", "check_plan"]
 
 _INT = {"--tensor-model-parallel-size": "tp", "--pipeline-model-parallel-size": "pp",
         "--context-parallel-size": "cp", "--expert-model-parallel-size": "ep",
@@ -64,43 +65,61 @@ def _arguments(text: str, file: str) -> dict[str, str | bool]:
     return out
 
 
-def _number(args: dict, flag: str, file: str) -> int:
+def _flag_name(flag: str) -> str:
+    return flag
+
+
+def _number(args: dict, flag: str, file: str, name=_flag_name) -> int:
     value = args[flag]
+    if isinstance(value, bool):
+        raise ConfigError(f"{file}: {name(flag)}", value, "an integer")
     try:
         return int(str(value))
     except ValueError:
-        raise ConfigError(f"{file}: {flag}", value, "an integer (a shell variable cannot be "
-                                                    "read here: put its value)") from None
+        raise ConfigError(f"{file}: {name(flag)}", value, "an integer (a shell variable cannot be "
+                                                          "read here: put its value)") from None
 
 
 def megatron_settings(text: str, file: str) -> dict[str, Any]:
     """Scenario settings (see :mod:`willitscale.scenario.settings`) of a Megatron-LM command."""
-    args = _arguments(text, file)
-    out: dict[str, Any] = {key: _number(args, flag, file) for flag, key in _INT.items() if flag in args}
-    shape = {key: _number(args, flag, file) for flag, key in _SHAPE.items() if flag in args}
+    return settings_of_arguments(_arguments(text, file), file)
+
+
+def settings_of_arguments(args: dict[str, Any], file: str, name=_flag_name) -> dict[str, Any]:
+    """Scenario settings of Megatron-LM arguments ``{"--flag": value or True}``; ``name(flag)``
+    is how an error names a flag (the YAML reader names its keys)."""
+    out: dict[str, Any] = {key: _number(args, flag, file, name) for flag, key in _INT.items()
+                           if flag in args}
+    shape = {key: _number(args, flag, file, name) for flag, key in _SHAPE.items() if flag in args}
     out["sequence_parallel"] = bool(args.get("--sequence-parallel"))
     out["zero"] = 1 if args.get("--use-distributed-optimizer") else 0
     out["dtype"] = "bf16" if args.get("--bf16") else "fp16" if args.get("--fp16") else "fp32"
     granularity = args.get("--recompute-granularity")
     if granularity not in (None, "full", "selective"):
-        raise ConfigError(f"{file}: --recompute-granularity", granularity, "full or selective")
+        raise ConfigError(f"{file}: {name('--recompute-granularity')}", granularity,
+                          "full or selective")
     out["recompute"] = granularity or ("selective" if args.get("--recompute-activations") else "none")
-    model = _catalog_model(shape)
+    if granularity == "full" and args.get("--recompute-method") == "block":
+        if "--recompute-num-layers" not in args:
+            raise ConfigError(f"{file}: {name('--recompute-num-layers')}", None, "the layers per "
+                              "pipeline stage recomputed (recompute method block needs it)")
+        out["recompute"] = f"layers:{_number(args, '--recompute-num-layers', file, name)}"
+    model = catalog_model(shape)
     if model is not None:
         out["model"] = model.name
     if "--num-layers-per-virtual-pipeline-stage" in args:
-        per_stage = _number(args, "--num-layers-per-virtual-pipeline-stage", file)
+        per_stage = _number(args, "--num-layers-per-virtual-pipeline-stage", file, name)
         layers, pp = shape.get("layers") or (model.layers if model else 0), out.get("pp", 1)
         stages, rest = divmod(layers, max(pp * per_stage, 1))
         if not layers or rest or stages < 2:
-            raise ConfigError(f"{file}: --num-layers-per-virtual-pipeline-stage", per_stage,
+            raise ConfigError(f"{file}: {name('--num-layers-per-virtual-pipeline-stage')}", per_stage,
                               f"a divisor of --num-layers {layers or '?'} / pp {pp} giving >= 2 "
                               "stages per rank")
         out["pp_schedule"], out["virtual_stages"] = "interleaved", stages
     return out
 
 
-def _catalog_model(shape: dict[str, int]):
+def catalog_model(shape: dict[str, int]):
     """The one catalog model whose shape has every given field, or None."""
     from willitscale.workload import list_models
 
@@ -110,14 +129,22 @@ def _catalog_model(shape: dict[str, int]):
     return found[0] if len(found) == 1 else None
 
 
-def megatron_args(plan, *, model, seq_len: int, dtype: str) -> str:
-    """The Megatron-LM flags of ``plan`` for ``model`` (a catalog Transformer), one per line;
-    ConfigError for what Megatron-LM's arguments cannot say."""
+def check_plan(plan, dtype: str) -> None:
+    """ConfigError for a plan or dtype Megatron-LM (and NeMo, which runs Megatron-Core) cannot
+    run: ZeRO-2/3 or hybrid sharding, the GPipe schedule, a dtype other than bf16/fp16/fp32."""
     if plan.zero not in (0, 1) or plan.shard_scope != "dp":
         raise ConfigError("zero", plan.zero, "0 or 1 (--use-distributed-optimizer): Megatron-LM "
                           "shards optimizer state, not gradients or weights")
     if dtype not in ("bf16", "fp16", "fp32"):
         raise ConfigError("dtype", dtype, "bf16, fp16 or fp32")
+    if plan.pp > 1 and plan.pp_schedule not in ("1f1b", "interleaved"):
+        raise ConfigError("pp_schedule", plan.pp_schedule, "1f1b or interleaved (Megatron-LM's)")
+
+
+def megatron_args(plan, *, model, seq_len: int, dtype: str) -> str:
+    """The Megatron-LM flags of ``plan`` for ``model`` (a catalog Transformer), one per line;
+    ConfigError for what Megatron-LM's arguments cannot say."""
+    check_plan(plan, dtype)
     lines = [f"--num-layers {model.layers}", f"--hidden-size {model.hidden}",
              f"--num-attention-heads {model.heads}", f"--ffn-hidden-size {model.ffn_hidden}"]
     if model.kv_heads != model.heads:
@@ -129,14 +156,28 @@ def megatron_args(plan, *, model, seq_len: int, dtype: str) -> str:
     if plan.pp_schedule == "interleaved":
         lines.append(f"--num-layers-per-virtual-pipeline-stage "
                      f"{model.layers // (plan.pp * plan.virtual_stages)}")
-    elif plan.pp > 1 and plan.pp_schedule != "1f1b":
-        raise ConfigError("pp_schedule", plan.pp_schedule, "1f1b or interleaved (Megatron-LM's)")
     if plan.sequence_parallel:
         lines.append("--sequence-parallel")
-    if plan.recompute != "none":
-        lines.append(f"--recompute-granularity {plan.recompute}")
+    granularity, method, layers = recompute_fields(plan.recompute)
+    if granularity:
+        lines.append(f"--recompute-granularity {granularity}")
+    if method:
+        lines += [f"--recompute-method {method}", f"--recompute-num-layers {layers}"]
     if plan.zero == 1:
         lines.append("--use-distributed-optimizer")
     if dtype != "fp32":
         lines.append(f"--{dtype}")
     return " \\\n".join(lines) + "\n"
+
+
+def recompute_fields(mode: str) -> tuple[str | None, str | None, int | None]:
+    """Megatron-LM's (granularity, method, num_layers) of a recomputation mode: ``full`` is
+    granularity full with every layer (method uniform, 1 layer a group, or none given),
+    ``layers:N`` is method block with N layers per stage; ConfigError for modes Megatron-LM's
+    arguments cannot say (``every:K``, ``modules:...``)."""
+    if mode in ("none", "selective", "full"):
+        return (None if mode == "none" else mode), None, None
+    if mode.startswith("layers:"):
+        return "full", "block", int(mode.split(":", 1)[1])
+    raise ConfigError("recompute", mode, "none, selective, full or layers:N (Megatron-LM's "
+                      "granularity and method block)")

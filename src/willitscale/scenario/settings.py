@@ -205,6 +205,8 @@ def parse_setting(name: str, value: Any, *, field: str | None = None) -> Any:
 def load_settings(path: str | Path) -> dict[str, Any]:
     """The settings in a scenario TOML file; unknown keys are an error naming the closest key."""
     path = Path(path)
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return _yaml_settings(path)
     if path.suffix.lower() != ".toml" and path.is_file():
         text = path.read_text(errors="replace")
         if is_megatron(text):  # a Megatron-LM command line (a launch script)
@@ -239,6 +241,23 @@ def load_settings(path: str | Path) -> dict[str, Any]:
         out["calibration"] = str(path.parent / out["calibration"])
     root.done()
     return out
+
+
+def _yaml_settings(path: Path) -> dict[str, Any]:
+    """The settings of a Megatron-LM (``--yaml-cfg``) or NeMo 1.x YAML file."""
+    from willitscale.scenario.megatron_yaml import is_megatron_yaml, megatron_yaml_settings
+    from willitscale.scenario.nemo import is_nemo, nemo_settings
+    from willitscale.scenario.yaml_file import load_yaml
+
+    data = load_yaml(path)
+    if is_megatron_yaml(data):
+        return megatron_yaml_settings(data, str(path))
+    if is_nemo(data):
+        return nemo_settings(data, str(path))
+    raise ConfigError(str(path), ", ".join(map(str, list(data)[:6])) or "no keys",
+                      "a Megatron-LM YAML config (a language_model or model_parallel table) or a "
+                      "NeMo config (a model table with tensor_model_parallel_size or "
+                      "micro_batch_size); scenario files are TOML")
 
 
 def merge_settings(*layers: Mapping[str, Any]) -> dict[str, Any]:
