@@ -131,3 +131,56 @@ def test_the_timeline_spans_carry_the_split_by_op_kind():
     bwd = next(s for s in est.timeline.spans if s.kind == "backward")
     assert bwd.args["attention_share"] >= shares["attention"] > 0
     assert k.share("attention") > 0
+
+
+def _attention(settings):
+    ops, ctx = _ops(settings)
+    return ops["attention core"], ctx.spec
+
+
+def _expected_forward(spec, tokens, keys, length, causal):
+    # fused forward (compute.attention): 4 T keys q FLOPs at peak x efficiency x L / (L + half)
+    # of the curve for the mask, at the length L one document's tiles see, plus one kernel's cost
+    c = spec.curves.attention_for(spec.kernel, "forward", causal, spec.head_dim)
+    rate = spec.attention_peak * c.efficiency * length / (length + c.seq_half)
+    return 4 * tokens * keys * spec.q_dim / rate + spec.curves.memory.kernel_overhead
+
+
+def test_document_masking_runs_each_document_as_its_own_causal_sequence():
+    # llama3-8b, one GPU's micro-batch of 8192 tokens packing documents of 1024: each query
+    # sees (1024 + 1) / 2 keys, at the causal curve's rate for 1024-token sequences
+    plain, spec = _attention(LLAMA)
+    docs, dspec = _attention({**LLAMA, "document_length": 1024})
+    assert dspec.keys_causal == pytest.approx(1025 / 2)
+    assert float(docs.fwd[0]) == pytest.approx(_expected_forward(dspec, 8192, 1025 / 2, 1024, True))
+    assert float(plain.fwd[0]) == pytest.approx(_expected_forward(spec, 8192, 8193 / 2, 8192, True))
+    assert float(docs.fwd[0]) < float(plain.fwd[0]) / 4
+    # documents as long as the sample are no mask at all
+    same, _ = _attention({**LLAMA, "document_length": 8192})
+    assert float(same.fwd[0]) == pytest.approx(float(plain.fwd[0]))
+
+
+def test_document_masking_with_context_parallelism():
+    # s = 65536 over cp = 8: chunks of 8192 tokens per rank. Documents of 4096 fit in a chunk
+    # (whole on one rank: the causal curve at 4096); documents of 16384 span ranks (ring
+    # attention: the non-causal curve at the chunk, as without masking)
+    base = {**LLAMA, "seq_len": 65536, "cp": 8, "zero": 3, "global_batch": 1}
+    short, spec = _attention({**base, "document_length": 4096})
+    assert float(short.fwd[0]) == pytest.approx(_expected_forward(spec, 8192, 4097 / 2, 4096, True))
+    long, lspec = _attention({**base, "document_length": 16384})
+    assert float(long.fwd[0]) == pytest.approx(_expected_forward(lspec, 8192, 16385 / 2, 8192, False))
+
+
+def test_document_masking_keeps_the_model_flops_mfu_counts():
+    # PaLM-style MFU counts the whole sequence's attention (the published convention): the
+    # same model FLOPs with and without documents; the causal-adjusted MFU counts the keys the
+    # kernel runs (within documents), and the step is faster
+    plain = estimate(build_scenario({**LLAMA, "recompute": "full"}))
+    docs = estimate(build_scenario({**LLAMA, "recompute": "full", "document_length": 1024}))
+    assert docs.model_flops == pytest.approx(plain.model_flops, rel=1e-12)
+    assert docs.step_time < plain.step_time
+    m = get_model("llama3-8b")
+    # causal-adjusted model FLOPs per GPU differ by 3 x 4 q (8193/2 - 1025/2) x L per token
+    diff = 3 * 4 * m.q_dim * (8193 / 2 - 1025 / 2) * m.layers * 8 * 8192 / 8
+    causal = lambda e: e.mfu_causal * e.step_time * e.peak_flops  # noqa: E731
+    assert causal(plain) - causal(docs) == pytest.approx(diff, rel=1e-9)

@@ -12,6 +12,17 @@ call is one ``s / cp`` block against another, mostly unmasked, so the non-causal
 ``s / cp`` (a named approximation). Plus a kernel's fixed cost per call (one forward, one
 backward).
 
+**Intra-document masking** (``document_length`` ``d``, packed samples): a variable-length
+kernel (FlashAttention's ``cu_seqlens``, cuDNN ragged, FlexAttention's document mask) runs each
+document as its own causal sequence, so ``keys`` counts each query's earlier keys within its
+document (:func:`~willitscale.workload.flops.keys_per_query`), and the rate is the causal
+curve's at ``d``, the length each document's tiles see (short documents fill fewer tiles: the
+same ``s / (s + seq_half)`` form, at ``d``). With context parallelism, documents that fit in a
+rank's ``s / cp`` tokens (``d <= s / cp``) stay whole on it (the load-balanced sharding of
+Llama 3's all-gather CP, Dubey et al. 2024, section 3.3.2): the causal curve at ``d``; longer
+ones span ranks as ring attention does: the non-causal curve at ``s / cp``, as without
+masking. One kernel call per pass either way (a varlen call covers every document).
+
 **Unfused** (``--no-flash-attention``, Megatron-LM before FlashAttention): batched GEMMs
 ``Q K^T`` (``s x s`` per head, ``K = head_dim``) and ``A V``, every score computed (no block is
 skipped), with their backward GEMMs (two each), and the scale-mask-softmax and dropout over the
@@ -31,13 +42,19 @@ BACKWARD_FACTOR = 2.5
 
 
 def fused_attention(*, tokens, keys, q_dim_per_gpu, seq_len: int, cp, curves, kernel: str,
-                    causal: bool, head_dim: int, peak: float):
+                    causal: bool, head_dim: int, peak: float, document_length: int | None = None):
     """``(forward, backward, forward FLOPs)`` seconds of one layer's fused attention per
-    micro-batch (arrays over plans: ``tokens`` on this GPU, ``cp``, ``q_dim_per_gpu``)."""
+    micro-batch (arrays over plans: ``tokens`` on this GPU, ``cp``, ``q_dim_per_gpu``);
+    ``keys`` already counts the document mask, ``document_length`` sets the kernel's length."""
     cp = np.asarray(cp, dtype=float)
     flops = 4.0 * np.asarray(tokens, dtype=float) * keys * q_dim_per_gpu
-    ring = cp > 1
-    seq = np.where(ring, seq_len / cp, float(seq_len))
+    chunk = seq_len / cp
+    if document_length is None or document_length >= seq_len:
+        ring = cp > 1
+        seq = np.where(ring, chunk, float(seq_len))
+    else:  # documents within a rank's chunk run whole; longer ones span ranks (ring)
+        ring = document_length > chunk
+        seq = np.where(ring, chunk, float(document_length))
     overhead = curves.memory.kernel_overhead
     out = []
     for direction, factor in (("forward", 1.0), ("backward", BACKWARD_FACTOR)):

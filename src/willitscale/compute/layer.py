@@ -91,7 +91,8 @@ class LayerSpec:
     top_k: int
     vocab: int
     seq_len: int
-    keys_causal: float  #: keys each query sees with a causal mask (average)
+    keys_causal: float  #: keys each query sees with a causal mask (average; within documents)
+    document_length: int | None = None  #: tokens per packed document (intra-document masking)
     keys_full: float  #: keys each query sees (scores computed by unfused attention)
     dtype: str  #: compute dtype of the linear layers (bf16, fp16, fp8)
     fusion: str
@@ -174,7 +175,7 @@ def _attention_core(spec: LayerSpec, tokens, tp, cp, micro_batch) -> list[OpTime
         fwd, bwd, flops = fused_attention(
             tokens=tokens, keys=spec.keys_causal, q_dim_per_gpu=heads * spec.head_dim,
             seq_len=spec.seq_len, cp=cp, curves=spec.curves, kernel=spec.kernel, causal=True,
-            head_dim=spec.head_dim, peak=spec.attention_peak)
+            head_dim=spec.head_dim, peak=spec.attention_peak, document_length=spec.document_length)
         fixed = spec.curves.memory.kernel_overhead * np.ones_like(fwd)
         return [OpTime(name="attention core", kind="attention", fwd=fwd, bwd=bwd, fwd_fixed=fixed,
                        bwd_fixed=fixed, flops=flops)]
