@@ -184,3 +184,32 @@ def test_document_masking_keeps_the_model_flops_mfu_counts():
     diff = 3 * 4 * m.q_dim * (8193 / 2 - 1025 / 2) * m.layers * 8 * 8192 / 8
     causal = lambda e: e.mfu_causal * e.step_time * e.peak_flops  # noqa: E731
     assert causal(plain) - causal(docs) == pytest.approx(diff, rel=1e-9)
+
+
+def test_ring_attention_runs_its_own_chunk_causal_and_the_rest_as_half_chunk_calls():
+    # llama3-8b, s = 65536 over cp = 8: 8192 tokens per rank. Step 0 (1/8 of the FLOPs): the
+    # causal curve at 8192; the other 7 steps: the non-causal curve at 4096 (half-chunk calls)
+    base = {**LLAMA, "seq_len": 65536, "cp": 8, "zero": 3, "global_batch": 1}
+    op, spec = _attention(base)
+    keys = 65537 / 2
+    flops = 4 * 8192 * keys * spec.q_dim
+    rate = lambda causal, n: (lambda c: spec.attention_peak * c.efficiency * n / (n + c.seq_half))(  # noqa: E731
+        spec.curves.attention_for(spec.kernel, "forward", causal, spec.head_dim))
+    expected = flops * (1 / 8 / rate(True, 8192) + 7 / 8 / rate(False, 4096))
+    assert float(op.fwd[0]) == pytest.approx(expected + spec.curves.memory.kernel_overhead)
+
+
+def test_ring_attention_merges_move_their_bytes():
+    # compute.attention.ring_merge_bytes, T = 8192 tokens, q = 4096, kv = 1024 (llama3-8b,
+    # 8 KV heads), cp = 8: forward 6 (cast) + 7 x 10 (merges) + 6 (cast back) = 82 bytes per
+    # query element; backward the same over dq, dk, dv: T (q + 2 kv) elements
+    from willitscale.compute.attention import ring_merge_bytes
+    fwd, bwd = ring_merge_bytes(tokens=8192, q_dim_per_gpu=4096, kv_dim_per_gpu=1024, cp=8)
+    assert float(fwd) == 82 * 8192 * 4096
+    assert float(bwd) == 82 * 8192 * (4096 + 2 * 1024)
+    none = ring_merge_bytes(tokens=8192, q_dim_per_gpu=4096, kv_dim_per_gpu=1024, cp=1)
+    assert float(none[0]) == 0 and float(none[1]) == 0
+    ops, ctx = _ops({**LLAMA, "seq_len": 65536, "cp": 8, "zero": 3, "global_batch": 1})
+    merges = ops["ring attention merges"]
+    mem = ctx.spec.curves.memory
+    assert float(merges.fwd[0]) == pytest.approx(82 * 8192 * 4096 / mem.bandwidth + 9 * mem.kernel_overhead)
