@@ -169,6 +169,11 @@ def test_document_masking_with_context_parallelism():
     assert float(short.fwd[0]) == pytest.approx(_expected_forward(spec, 8192, 4097 / 2, 4096, True))
     long, lspec = _attention({**base, "document_length": 16384})
     assert float(long.fwd[0]) == pytest.approx(_expected_forward(lspec, 8192, 16385 / 2, 8192, False))
+    # documents as long as the sample: plain ring attention, its merges included
+    whole, _ = _ops({**base, "document_length": 65536})
+    plain, _ = _ops(base)
+    for name in ("attention core", "ring attention merges"):
+        assert float(whole[name].fwd[0]) == pytest.approx(float(plain[name].fwd[0])), name
 
 
 def test_document_masking_keeps_the_model_flops_mfu_counts():

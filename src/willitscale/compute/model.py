@@ -52,7 +52,7 @@ def layer_spec(scenario) -> LayerSpec | None:
         dropout=model.bias, experts=model.moe_experts, top_k=model.moe_top_k, vocab=model.vocab,
         seq_len=s, keys_causal=float(keys_per_query(s, model.sliding_window, causal=True,
                                                     document_length=documents)),
-        document_length=min(documents, s) if documents is not None else None,
+        document_length=documents if documents is not None and documents < s else None,
         keys_full=float(keys_per_query(s, model.sliding_window)), dtype=scenario.dtype,
         fusion=options.fusion, fp8_recipe=options.fp8_recipe,
         fp8_transpose=gpu.name not in _NO_FP8_TRANSPOSE, flash=scenario.options.flash_attention,
