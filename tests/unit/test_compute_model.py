@@ -131,3 +131,90 @@ def test_the_timeline_spans_carry_the_split_by_op_kind():
     bwd = next(s for s in est.timeline.spans if s.kind == "backward")
     assert bwd.args["attention_share"] >= shares["attention"] > 0
     assert k.share("attention") > 0
+
+
+def _attention(settings):
+    ops, ctx = _ops(settings)
+    return ops["attention core"], ctx.spec
+
+
+def _expected_forward(spec, tokens, keys, length, causal):
+    # fused forward (compute.attention): 4 T keys q FLOPs at peak x efficiency x L / (L + half)
+    # of the curve for the mask, at the length L one document's tiles see, plus one kernel's cost
+    c = spec.curves.attention_for(spec.kernel, "forward", causal, spec.head_dim)
+    rate = spec.attention_peak * c.efficiency * length / (length + c.seq_half)
+    return 4 * tokens * keys * spec.q_dim / rate + spec.curves.memory.kernel_overhead
+
+
+def test_document_masking_runs_each_document_as_its_own_causal_sequence():
+    # llama3-8b, one GPU's micro-batch of 8192 tokens packing documents of 1024: each query
+    # sees (1024 + 1) / 2 keys, at the causal curve's rate for 1024-token sequences
+    plain, spec = _attention(LLAMA)
+    docs, dspec = _attention({**LLAMA, "document_length": 1024})
+    assert dspec.keys_causal == pytest.approx(1025 / 2)
+    assert float(docs.fwd[0]) == pytest.approx(_expected_forward(dspec, 8192, 1025 / 2, 1024, True))
+    assert float(plain.fwd[0]) == pytest.approx(_expected_forward(spec, 8192, 8193 / 2, 8192, True))
+    assert float(docs.fwd[0]) < float(plain.fwd[0]) / 4
+    # documents as long as the sample are no mask at all
+    same, _ = _attention({**LLAMA, "document_length": 8192})
+    assert float(same.fwd[0]) == pytest.approx(float(plain.fwd[0]))
+
+
+def test_document_masking_with_context_parallelism():
+    # s = 65536 over cp = 8: chunks of 8192 tokens per rank. Documents of 4096 fit in a chunk
+    # (whole on one rank: the causal curve at 4096); documents of 16384 span ranks (ring
+    # attention: the non-causal curve at the chunk, as without masking)
+    base = {**LLAMA, "seq_len": 65536, "cp": 8, "zero": 3, "global_batch": 1}
+    short, spec = _attention({**base, "document_length": 4096})
+    assert float(short.fwd[0]) == pytest.approx(_expected_forward(spec, 8192, 4097 / 2, 4096, True))
+    long, lspec = _attention({**base, "document_length": 16384})
+    assert float(long.fwd[0]) == pytest.approx(_expected_forward(lspec, 8192, 16385 / 2, 8192, False))
+    # documents as long as the sample: plain ring attention, its merges included
+    whole, _ = _ops({**base, "document_length": 65536})
+    plain, _ = _ops(base)
+    for name in ("attention core", "ring attention merges"):
+        assert float(whole[name].fwd[0]) == pytest.approx(float(plain[name].fwd[0])), name
+
+
+def test_document_masking_keeps_the_model_flops_mfu_counts():
+    # PaLM-style MFU counts the whole sequence's attention (the published convention): the
+    # same model FLOPs with and without documents; the causal-adjusted MFU counts the keys the
+    # kernel runs (within documents), and the step is faster
+    plain = estimate(build_scenario({**LLAMA, "recompute": "full"}))
+    docs = estimate(build_scenario({**LLAMA, "recompute": "full", "document_length": 1024}))
+    assert docs.model_flops == pytest.approx(plain.model_flops, rel=1e-12)
+    assert docs.step_time < plain.step_time
+    m = get_model("llama3-8b")
+    # causal-adjusted model FLOPs per GPU differ by 3 x 4 q (8193/2 - 1025/2) x L per token
+    diff = 3 * 4 * m.q_dim * (8193 / 2 - 1025 / 2) * m.layers * 8 * 8192 / 8
+    causal = lambda e: e.mfu_causal * e.step_time * e.peak_flops  # noqa: E731
+    assert causal(plain) - causal(docs) == pytest.approx(diff, rel=1e-9)
+
+
+def test_ring_attention_runs_its_own_chunk_causal_and_the_rest_as_half_chunk_calls():
+    # llama3-8b, s = 65536 over cp = 8: 8192 tokens per rank. Step 0 (1/8 of the FLOPs): the
+    # causal curve at 8192; the other 7 steps: the non-causal curve at 4096 (half-chunk calls)
+    base = {**LLAMA, "seq_len": 65536, "cp": 8, "zero": 3, "global_batch": 1}
+    op, spec = _attention(base)
+    keys = 65537 / 2
+    flops = 4 * 8192 * keys * spec.q_dim
+    rate = lambda causal, n: (lambda c: spec.attention_peak * c.efficiency * n / (n + c.seq_half))(  # noqa: E731
+        spec.curves.attention_for(spec.kernel, "forward", causal, spec.head_dim))
+    expected = flops * (1 / 8 / rate(True, 8192) + 7 / 8 / rate(False, 4096))
+    assert float(op.fwd[0]) == pytest.approx(expected + spec.curves.memory.kernel_overhead)
+
+
+def test_ring_attention_merges_move_their_bytes():
+    # compute.attention.ring_merge_bytes, T = 8192 tokens, q = 4096, kv = 1024 (llama3-8b,
+    # 8 KV heads), cp = 8: forward 6 (cast) + 7 x 10 (merges) + 6 (cast back) = 82 bytes per
+    # query element; backward the same over dq, dk, dv: T (q + 2 kv) elements
+    from willitscale.compute.attention import ring_merge_bytes
+    fwd, bwd = ring_merge_bytes(tokens=8192, q_dim_per_gpu=4096, kv_dim_per_gpu=1024, cp=8)
+    assert float(fwd) == 82 * 8192 * 4096
+    assert float(bwd) == 82 * 8192 * (4096 + 2 * 1024)
+    none = ring_merge_bytes(tokens=8192, q_dim_per_gpu=4096, kv_dim_per_gpu=1024, cp=1)
+    assert float(none[0]) == 0 and float(none[1]) == 0
+    ops, ctx = _ops({**LLAMA, "seq_len": 65536, "cp": 8, "zero": 3, "global_batch": 1})
+    merges = ops["ring attention merges"]
+    mem = ctx.spec.curves.memory
+    assert float(merges.fwd[0]) == pytest.approx(82 * 8192 * 4096 / mem.bandwidth + 9 * mem.kernel_overhead)

@@ -78,6 +78,29 @@ def test_causal_counts_half_plus_diagonal():
     np.testing.assert_allclose(keys_per_query(np.array([4, 8]), causal=True), [2.5, 4.5])
 
 
+def test_document_masking_counts_keys_within_documents():
+    # s = 10 packed with documents of 4: documents of 4, 4, 2 tokens; causal key sums
+    # 1+2+3+4 = 10, 10, 1+2 = 3 -> 23 keys over 10 queries = 2.3
+    assert keys_per_query(10, causal=True, document_length=4) == pytest.approx(2.3)
+    # documents as long as the sequence (or longer) are one document: (s + 1) / 2
+    assert keys_per_query(8, causal=True, document_length=8) == 4.5
+    assert keys_per_query(8, causal=True, document_length=100) == 4.5
+    # a window inside documents: d = 4, w = 2 -> keys 1, 2, 2, 2 per document -> 7/4
+    assert keys_per_query(8, 2, causal=True, document_length=4) == 1.75
+    # full counting (the model-FLOP convention, unfused kernels) ignores documents
+    assert keys_per_query(8, document_length=2) == 8
+    with pytest.raises(ConfigError, match="document_length"):
+        keys_per_query(8, causal=True, document_length=0)
+
+
+def test_document_masking_shrinks_only_the_causal_attention_flops():
+    # llama3-8b, s = 8192, documents of 1024: scores per token 2 q keys, keys (1024 + 1) / 2
+    m = get_model("llama3-8b")
+    docs = layer_forward_flops(m, 8192, causal=True, document_length=1024)
+    assert docs.scores == pytest.approx(2 * m.q_dim * 1025 / 2)
+    assert layer_forward_flops(m, 8192, document_length=1024).scores == 2 * m.q_dim * 8192
+
+
 def test_sliding_window_caps_attention_flops():
     # Mistral 7B (window 4096): at s = 8192 each query sees 4096 keys -> scores 2*4096*4096.
     assert layer_forward_flops(get_model("mistral-7b"), 8192).scores == 2 * 4096 * 4096

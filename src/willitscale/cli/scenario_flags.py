@@ -91,6 +91,9 @@ def _execution_flags(parser) -> None:
                         "eager PyTorch (one kernel per tensor op)")
     k.add_argument("--fp8-recipe", choices=("delayed", "tensorwise", "rowwise"),
                    help="with --dtype fp8: scaling recipe (default delayed, Transformer Engine's)")
+    k.add_argument("--document-length", metavar="TOKENS",
+                   help="intra-document masking: samples pack documents of TOKENS tokens and "
+                        "attention stays within each (default: one document per sample)")
 
 
 def _parallel_flags(parser) -> None:

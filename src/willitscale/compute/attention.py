@@ -12,6 +12,30 @@ call is one ``s / cp`` block against another, mostly unmasked, so the non-causal
 ``s / cp`` (a named approximation). Plus a kernel's fixed cost per call (one forward, one
 backward).
 
+**Ring attention as it runs** (context parallelism without document masking). Both
+implementations the rows use, Megatron-Core / Transformer Engine's P2P context parallelism and
+zhuzilin/ring-flash-attention (``zigzag_ring_flash_attn``, which OLMo-core calls), balance the
+causal work by giving each rank two half-chunks of ``s / (2 cp)`` tokens (one from each end of
+the sequence). Step 0 is the rank's own chunk, causal, at ``s / cp``; each of the other
+``cp - 1`` steps is unmasked work of the chunk's queries against half a chunk of keys, or half the
+queries against a whole chunk (ring-flash-attention @ 8996282, ``zigzag_ring_flash_attn.py``:
+``forward(q, k0, v0)`` / ``forward(q1, k, v)``): a kernel call whose shorter side is
+``s / (2 cp)``, so the non-causal curve at ``s / (2 cp)``. Step 0 holds ``1 / cp`` of the
+FLOPs (``(s/cp)^2 / 2`` of ``s^2 / (2 cp)``), the other steps the rest; the pass's time is the sum.
+Each step after the first also merges its partial result into a float32 accumulator
+(:func:`ring_merge_bytes`), memory-bound work the kernel curves do not hold.
+
+**Intra-document masking** (``document_length`` ``d``, packed samples): a variable-length
+kernel (FlashAttention's ``cu_seqlens``, cuDNN ragged, FlexAttention's document mask) runs each
+document as its own causal sequence, so ``keys`` counts each query's earlier keys within its
+document (:func:`~willitscale.workload.flops.keys_per_query`), and the rate is the causal
+curve's at ``d``, the length each document's tiles see (short documents fill fewer tiles: the
+same ``s / (s + seq_half)`` form, at ``d``). With context parallelism, documents that fit in a
+rank's ``s / cp`` tokens (``d <= s / cp``) stay whole on it (the load-balanced sharding of
+Llama 3's all-gather CP, Dubey et al. 2024, section 3.3.2): the causal curve at ``d``; longer
+ones span ranks as ring attention does: the non-causal curve at ``s / cp``, as without
+masking. One kernel call per pass either way (a varlen call covers every document).
+
 **Unfused** (``--no-flash-attention``, Megatron-LM before FlashAttention): batched GEMMs
 ``Q K^T`` (``s x s`` per head, ``K = head_dim``) and ``A V``, every score computed (no block is
 skipped), with their backward GEMMs (two each), and the scale-mask-softmax and dropout over the
@@ -24,30 +48,72 @@ import numpy as np
 
 from willitscale.compute.gemm import gemm_time
 
-__all__ = ["fused_attention", "unfused_attention_gemms", "BACKWARD_FACTOR"]
+__all__ = ["fused_attention", "unfused_attention_gemms", "ring_merge_bytes", "BACKWARD_FACTOR"]
 
 #: FlashAttention's backward FLOPs over its forward's (the benchmarks' convention)
 BACKWARD_FACTOR = 2.5
 
 
 def fused_attention(*, tokens, keys, q_dim_per_gpu, seq_len: int, cp, curves, kernel: str,
-                    causal: bool, head_dim: int, peak: float):
+                    causal: bool, head_dim: int, peak: float, document_length: int | None = None):
     """``(forward, backward, forward FLOPs)`` seconds of one layer's fused attention per
-    micro-batch (arrays over plans: ``tokens`` on this GPU, ``cp``, ``q_dim_per_gpu``)."""
+    micro-batch (arrays over plans: ``tokens`` on this GPU, ``cp``, ``q_dim_per_gpu``);
+    ``keys`` already counts the document mask, ``document_length`` sets the kernel's length."""
     cp = np.asarray(cp, dtype=float)
     flops = 4.0 * np.asarray(tokens, dtype=float) * keys * q_dim_per_gpu
-    ring = cp > 1
-    seq = np.where(ring, seq_len / cp, float(seq_len))
+    chunk = seq_len / cp
+    own = 1.0 / cp  # ring attention: the share of the FLOPs in step 0 (the rank's own chunk)
+    if document_length is None or document_length >= seq_len:
+        ring = cp > 1
+        seq = np.where(ring, chunk, float(seq_len))
+    else:  # documents within a rank's chunk run whole; longer ones span ranks (as ring steps)
+        ring = document_length > chunk
+        seq = np.where(ring, chunk, float(document_length))
+        own = np.where(ring, 0.0, 1.0)
     overhead = curves.memory.kernel_overhead
     out = []
     for direction, factor in (("forward", 1.0), ("backward", BACKWARD_FACTOR)):
-        rates = []
-        for masked in (causal, False):
-            c = curves.attention_for(kernel, direction, masked, head_dim)
-            rates.append(peak * c.efficiency * seq / (seq + c.seq_half))
-        rate = np.where(ring, rates[1], rates[0])
-        out.append(np.where(flops > 0, factor * flops / rate + overhead, 0.0))
+        rate = lambda masked, n: _rate(curves.attention_for(kernel, direction, masked, head_dim),  # noqa: E731
+                                       peak, n)
+        alone = rate(causal, seq)  # no ring, or the rank's own chunk
+        if document_length is None or document_length >= seq_len:
+            steps = rate(False, seq / 2.0)  # half-chunk calls (load-balanced ring)
+        else:
+            steps = rate(False, seq)
+        seconds = np.where(ring, own / alone + (1.0 - own) / steps, 1.0 / alone)
+        out.append(np.where(flops > 0, factor * flops * seconds + overhead, 0.0))
     return out[0], out[1], flops
+
+
+def _rate(curve, peak: float, seq):
+    """FLOP/s of an attention kernel call whose shorter side is ``seq`` tokens."""
+    return peak * curve.efficiency * seq / (seq + curve.seq_half)
+
+
+def ring_merge_bytes(*, tokens, q_dim_per_gpu, kv_dim_per_gpu, cp):
+    """``(forward, backward)`` HBM bytes of ring attention's merges per layer and micro-batch
+    (arrays over plans; 0 without context parallelism).
+
+    Forward: the first step's partial output is cast to a float32 accumulator (read 2, write 4
+    bytes per element of ``T x q``), each of the other ``cp - 1`` steps rescales and adds its
+    partial output (read the accumulator and the bf16 block output, write the accumulator:
+    4 + 2 + 4), the result is cast back (4 + 2). Backward: the first step's ``dq``, ``dk``,
+    ``dv`` cast to float32 (2 + 4 each), each later step adds the kernel's bf16 gradients into
+    them (4 + 2 + 4 each, over ``T x q`` and twice ``T x kv``), and they are cast back (4 + 2).
+    Counted from ring-flash-attention @ 8996282 (``utils.update_out_and_lse``,
+    ``zigzag_ring_flash_attn_backward``); Transformer Engine's P2P context parallelism corrects
+    its output and accumulates ``dq``/``dkv`` the same way. A zig-zag step over half the queries
+    merges half the elements but copies the slice back (``out[slice_] = ...``): taken as one
+    full-size merge (a named approximation, within ~10% of the step's bytes). The float32
+    ``dk``/``dv`` travelling the ring are communication (:mod:`willitscale.step.context`)."""
+    steps = np.maximum(np.asarray(cp, dtype=float) - 1.0, 0.0)
+    t = np.asarray(tokens, dtype=float)
+    q = t * q_dim_per_gpu
+    grads = q + 2.0 * t * kv_dim_per_gpu
+    ring = steps > 0
+    fwd = np.where(ring, 6.0 * q + 10.0 * steps * q + 6.0 * q, 0.0)
+    bwd = np.where(ring, 6.0 * grads + 10.0 * steps * grads + 6.0 * grads, 0.0)
+    return fwd, bwd
 
 
 def unfused_attention_gemms(*, micro_batch, seq_len: int, keys: float, cp, heads_per_gpu,

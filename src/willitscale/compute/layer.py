@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from willitscale.compute.attention import fused_attention, unfused_attention_gemms
+from willitscale.compute.attention import fused_attention, ring_merge_bytes, unfused_attention_gemms
 from willitscale.compute.gemm import gemm_time
 from willitscale.compute.ops import fp8_cast_bytes, mem_op
 from willitscale.workload.recompute import rerun_modules
@@ -59,7 +59,7 @@ KINDS = ("gemm", "attention", "memory", "overhead")
 #: the operations (``layer_ops`` names) each Megatron-Core recompute module reruns
 #: (:data:`willitscale.workload.recompute.MODULES`): the attention core, the two norms, the dense
 #: MLP with its FP8 casts
-MODULE_OPS = {"core_attn": ("attention core",),
+MODULE_OPS = {"core_attn": ("attention core", "ring attention merges"),
               "layernorm": ("input norm", "post-attention norm"),
               "mlp": ("MLP up", "MLP up fp8 casts", "activation", "MLP down", "MLP down fp8 casts")}
 
@@ -91,7 +91,8 @@ class LayerSpec:
     top_k: int
     vocab: int
     seq_len: int
-    keys_causal: float  #: keys each query sees with a causal mask (average)
+    keys_causal: float  #: keys each query sees with a causal mask (average; within documents)
+    document_length: int | None = None  #: tokens per packed document (intra-document masking)
     keys_full: float  #: keys each query sees (scores computed by unfused attention)
     dtype: str  #: compute dtype of the linear layers (bf16, fp16, fp8)
     fusion: str
@@ -174,10 +175,13 @@ def _attention_core(spec: LayerSpec, tokens, tp, cp, micro_batch) -> list[OpTime
         fwd, bwd, flops = fused_attention(
             tokens=tokens, keys=spec.keys_causal, q_dim_per_gpu=heads * spec.head_dim,
             seq_len=spec.seq_len, cp=cp, curves=spec.curves, kernel=spec.kernel, causal=True,
-            head_dim=spec.head_dim, peak=spec.attention_peak)
+            head_dim=spec.head_dim, peak=spec.attention_peak, document_length=spec.document_length)
         fixed = spec.curves.memory.kernel_overhead * np.ones_like(fwd)
-        return [OpTime(name="attention core", kind="attention", fwd=fwd, bwd=bwd, fwd_fixed=fixed,
-                       bwd_fixed=fixed, flops=flops)]
+        ops = [OpTime(name="attention core", kind="attention", fwd=fwd, bwd=bwd, fwd_fixed=fixed,
+                      bwd_fixed=fixed, flops=flops)]
+        if spec.document_length is None:  # ring attention merges (with document masking: all-gather CP)
+            ops.append(_ring_merges(spec, tokens, heads, tp, cp))
+        return ops
     curve = spec.curves.gemm_for("bf16" if spec.dtype == "fp8" else spec.dtype)
     fwd, bwd = unfused_attention_gemms(micro_batch=micro_batch, seq_len=spec.seq_len,
                                        keys=spec.keys_full, cp=cp, heads_per_gpu=heads,
@@ -189,6 +193,21 @@ def _attention_core(spec: LayerSpec, tokens, tp, cp, micro_batch) -> list[OpTime
                    flops=4.0 * tokens * spec.keys_full * heads * spec.head_dim)
     scores = _mem(spec, "attention core", "scores", tokens * heads * spec.keys_full)
     return [gemms, scores]
+
+
+def _ring_merges(spec: LayerSpec, tokens, heads, tp, cp) -> OpTime:
+    """Ring attention's float32 merges of partial outputs and gradients (memory-bound):
+    :func:`~willitscale.compute.attention.ring_merge_bytes`, one kernel per merge."""
+    kv = np.maximum(spec.kv_dim / np.asarray(tp, dtype=float), spec.head_dim)
+    fwd_b, bwd_b = ring_merge_bytes(tokens=tokens, q_dim_per_gpu=heads * spec.head_dim,
+                                    kv_dim_per_gpu=kv, cp=cp)
+    mem = spec.curves.memory
+    steps = np.maximum(np.asarray(cp, dtype=float) - 1.0, 0.0)
+    ff = mem.kernel_overhead * np.where(steps > 0, steps + 2.0, 0.0)
+    bf = mem.kernel_overhead * np.where(steps > 0, 3.0 * (steps + 2.0), 0.0)
+    return OpTime(name="ring attention merges", kind="memory", fwd=fwd_b / mem.bandwidth + ff,
+                  bwd=bwd_b / mem.bandwidth + bf, fwd_fixed=ff * np.ones_like(fwd_b),
+                  bwd_fixed=bf * np.ones_like(bwd_b))
 
 
 def layer_ops(spec: LayerSpec, *, tokens, tp, cp, sequence_parallel, ep, micro_batch,

@@ -44,12 +44,15 @@ def layer_spec(scenario) -> LayerSpec | None:
     options = scenario.compute
     kernel = curves.attention_kernel if options.attention_kernel == "auto" else options.attention_kernel
     s = scenario.seq_len
+    documents = options.document_length
     return LayerSpec(
         hidden=model.hidden, q_dim=model.q_dim, kv_dim=model.kv_dim, heads=model.heads,
         kv_heads=model.kv_heads, head_dim=model.head_dim, ffn=model.ffn_hidden,
         gated=model.gated_mlp, rms=model.norm == "rmsnorm", rope=model.position == "rope",
         dropout=model.bias, experts=model.moe_experts, top_k=model.moe_top_k, vocab=model.vocab,
-        seq_len=s, keys_causal=float(keys_per_query(s, model.sliding_window, causal=True)),
+        seq_len=s, keys_causal=float(keys_per_query(s, model.sliding_window, causal=True,
+                                                    document_length=documents)),
+        document_length=documents if documents is not None and documents < s else None,
         keys_full=float(keys_per_query(s, model.sliding_window)), dtype=scenario.dtype,
         fusion=options.fusion, fp8_recipe=options.fp8_recipe,
         fp8_transpose=gpu.name not in _NO_FP8_TRANSPOSE, flash=scenario.options.flash_attention,

@@ -14,6 +14,14 @@
   extra pass), ``tensorwise`` (current scaling, one scale per tensor: an amax pass before each
   cast; torchao's default), ``rowwise`` (one scale per row: an amax pass, and the backward's
   transposed operands quantised again from the high-precision tensor).
+* ``document_length``: intra-document masking. Each sample packs documents of this many tokens
+  (``seq_len // document_length`` of them, and one of the remainder) and a query attends only
+  to the earlier tokens of its own document, as FlashAttention's variable-length kernels
+  (``cu_seqlens``), cuDNN's padded/ragged layouts or FlexAttention's document masks run it:
+  the fused kernel executes the blocks inside documents and skips the rest. None: one
+  document per sample (a plain causal mask). A length of ``seq_len`` or more is the same as
+  None. It changes the attention kernel's work and rate (:mod:`willitscale.compute.attention`),
+  not the model FLOPs that MFU counts (docs/estimate.md).
 """
 
 from __future__ import annotations
@@ -35,8 +43,12 @@ class ComputeOptions:
     attention_kernel: str = "auto"
     fusion: str = "fused"
     fp8_recipe: str = "delayed"
+    document_length: int | None = None  #: tokens per packed document (intra-document masking)
 
     def __post_init__(self) -> None:
+        d = self.document_length
+        if d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < 1):
+            raise ConfigError("document_length", d, "an integer >= 1 (tokens per document)")
         for name, allowed in (("attention_kernel", ATTENTION_KERNELS), ("fusion", FUSIONS),
                               ("fp8_recipe", FP8_RECIPES)):
             if getattr(self, name) not in allowed:

@@ -43,6 +43,9 @@ def per_op_description(spec) -> str:
     """One line: the per-op model and where its curves come from."""
     c = spec.curves
     kernel = spec.kernel if spec.flash else "unfused softmax(Q K^T) V"
+    if spec.document_length is not None and spec.document_length < spec.seq_len:
+        kernel += (f" within documents of {spec.document_length} tokens (intra-document masking;"
+                   " PaLM-style MFU still counts the whole sequence's attention)")
     where = "measured profile (" + ", ".join(c.measured) + ") + built-in curves" if c.measured \
         else "built-in curves (willitscale/compute/curves.toml)"
     borrowed = f"; {c.borrowed}" if c.borrowed else ""

@@ -132,10 +132,11 @@ def build_options(settings: Mapping[str, Any]) -> ParallelOptions:
 
 def build_compute_options(settings: Mapping[str, Any]) -> ComputeOptions:
     """Kernel choices from settings (defaults: the GPU's attention kernel, fused element-wise
-    kernels, Transformer Engine's delayed FP8 scaling)."""
+    kernels, Transformer Engine's delayed FP8 scaling, one document per sample)."""
     return ComputeOptions(attention_kernel=settings.get("attention_kernel", "auto"),
                           fusion=settings.get("fusion", "fused"),
-                          fp8_recipe=settings.get("fp8_recipe", "delayed"))
+                          fp8_recipe=settings.get("fp8_recipe", "delayed"),
+                          document_length=settings.get("document_length"))
 
 
 def _efficiency(settings: Mapping[str, Any]) -> Efficiency | None:

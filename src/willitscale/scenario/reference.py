@@ -58,6 +58,10 @@ SETTING_DOCS: dict[str, tuple[str, str]] = {
     "fusion": ("fused", "element-wise kernels: fused (Megatron/TE/torch.compile) or eager "
                         "(PyTorch eager, one kernel per tensor op)"),
     "fp8_recipe": ("delayed", "with dtype fp8: FP8 scaling recipe: delayed, tensorwise, rowwise"),
+    "document_length": ("- (one document per sample)", "intra-document masking: each sample "
+                        "packs documents of this many tokens and attends within them (a fused "
+                        "kernel skips the blocks across documents); MFU still counts the whole "
+                        "sequence's causal attention in full (docs/estimate.md)"),
     "dp": ("what tp x pp x cp leave", "data-parallel replicas"),
     "tp": ("1", "tensor-parallel degree"),
     "pp": ("1", "pipeline stages"),

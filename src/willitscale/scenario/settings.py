@@ -23,6 +23,7 @@ A scenario file (``examples/*.toml``)::
                        # distribute_saved_activations
     hfu = 0.5          # or mfu (replaces the per-op compute model)
     # attention_kernel = "auto", fusion = "fused", fp8_recipe = "delayed" (docs/estimate.md)
+    # document_length = 2048 (intra-document masking: packed documents of 2048 tokens)
 
     [parallel]         # dp, tp, pp, cp, ep, zero, fsdp, shard_scope, pp_schedule, virtual_stages,
                        # sequence_parallel, framework, rank_order, tp_comm_overlap, flash_attention
@@ -147,6 +148,7 @@ SETTINGS: Mapping[str, tuple[str, Any]] = {
     "attention_kernel": ("training", _str),
     "fusion": ("training", _str),
     "fp8_recipe": ("training", _str),
+    "document_length": ("training", _int),
     # parallel
     "dp": ("parallel", _int), "tp": ("parallel", _int), "pp": ("parallel", _int),
     "cp": ("parallel", _int), "ep": ("parallel", _int), "zero": ("parallel", _int),

@@ -9,6 +9,21 @@ tied LM head's copy of the token embedding on the last stage and all-reduces the
 gradients between the first and last stages after the data-parallel reduction
 (``finalize_model_grads``): ``V x h / tp`` gradients over 2 ranks, over the link the pipeline
 crosses.
+
+**The window the gradient buckets hide behind** (:func:`sync_window`). With 1F1B or GPipe a
+stage's gradients become final during its last micro-batch's backward, so the buckets overlap
+that one backward. With the interleaved schedule a stage holds ``v`` model chunks and runs the
+micro-batches in groups of ``p`` (the pipeline depth) per chunk: forward chunk 0 for ``p``
+micro-batches, then chunk 1, ...; backward in the reverse chunk order (Narayanan et al. 2021,
+section 2.2; Megatron-LM ``schedules.py``, ``get_model_chunk_id``). Each chunk's gradients are
+final after its last micro-batch of the last group, and Megatron-LM enables each chunk's
+gradient sync at that micro-batch (``is_last_microbatch_for_model_chunk``), so chunk ``v - 1``
+reduces while chunks ``v - 2 .. 0`` still run their last group's backward: the buckets overlap
+``min(m, p)`` micro-batches' backward of the stage, ready in the same layer order spread over
+that window (a named approximation: within a chunk the buckets are taken as ready
+progressively rather than all at the chunk's end, at most ``1/v`` of the window early).
+Likewise ZeRO-1/2's weight all-gather of chunk ``j`` is needed only when the first group's
+forward reaches chunk ``j``: it hides behind ``min(m, p)`` micro-batches' forward.
 """
 
 from __future__ import annotations
@@ -23,7 +38,15 @@ from willitscale.step.buckets import comm_schedule
 from willitscale.step.data import bucket_tail, stage_buckets
 from willitscale.step.sharding import param_gather_exposed
 
-__all__ = ["gradient_tail", "expert_share"]
+__all__ = ["gradient_tail", "expert_share", "sync_window"]
+
+
+def sync_window(b, st):
+    """Micro-batches of a stage's backward (forward) that its gradient buckets (ZeRO-1/2's
+    weight all-gather) can overlap, per plan: 1, or ``min(m, p)`` with the interleaved schedule
+    (the module docstring)."""
+    return np.where(b.interleaved & (b.virtual_stages > 1),
+                    np.minimum(st.m, b.pp.astype(float)), 1.0)
 
 
 def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
@@ -95,7 +118,8 @@ def _groups(keys, rows):
 
 
 def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *, detail: bool = False):
-    total, exposed, stretch, schedule, experts = _bucket_rows(ctx, b, st, params, L, bwd_k,
+    window = sync_window(b, st)[:, None]
+    total, exposed, stretch, schedule, experts = _bucket_rows(ctx, b, st, params, L, bwd_k * window,
                                                               places["shard"].size, detail)
     m = st.m[:, None]
     z2 = (b.zero == 2)[:, None]
@@ -119,7 +143,7 @@ def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *, detail: bool =
     dense, expert, _ = params
     ag = pair_time(L["shard_ag"], dense * WEIGHT_BYTES, L["eshard_ag"], expert * WEIGHT_BYTES)
     ag_exp = np.where(((b.zero == 1) | (b.zero == 2))[:, None],
-                      param_gather_exposed(ag, fwd_k, st.layers), 0.0)
+                      param_gather_exposed(ag, fwd_k * window, st.layers), 0.0)
     ag_exp = np.where(st.active, ag_exp, 0.0)
     ag_col = np.argmax(ag_exp, axis=-1)
     zero12 = (b.zero == 1) | (b.zero == 2)

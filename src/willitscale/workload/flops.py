@@ -92,19 +92,44 @@ def recompute_choice(recompute, none, selective, full):
     return recompute_pick(recompute, {"none": none, "selective": selective, "full": full}.__getitem__)
 
 
-def keys_per_query(seq_len, window: int | None = None, *, causal: bool = False):
+def keys_per_query(seq_len, window: int | None = None, *, causal: bool = False,
+                   document_length: int | None = None):
     """Keys each query attends to, averaged over the sequence (numpy-friendly in ``seq_len``).
 
     Full counting: ``min(s, w)``. Causal: query ``i`` (1-based) sees ``min(i, w)`` keys, so the
     mean is ``(s + 1) / 2`` without a window and ``(w (w + 1) / 2 + (s - w) w) / s`` with one.
+
+    ``document_length`` ``d`` (causal counting only): the sequence packs documents of ``d``
+    tokens (``s // d`` of them and one of the remaining ``s mod d``), and a query sees only the
+    earlier keys of its own document (intra-document masking), so the mean is the causal sum
+    of each document over ``s``: ``(s // d) C(d) + C(s mod d)`` over ``s``, ``C(L)`` the causal
+    sum above for a sequence of ``L``. Full counting ignores it: it is the model-FLOP
+    convention (PaLM counts the scores of the whole sequence) and what an unfused kernel,
+    which computes every score before masking, executes.
     """
     s = np.asarray(seq_len, dtype=float)
     if np.any(s < 1):
         raise ConfigError("seq_len", seq_len, "an integer >= 1")
+    if document_length is not None and not (isinstance(document_length, (int, np.integer))
+                                            and not isinstance(document_length, bool)
+                                            and document_length >= 1):
+        raise ConfigError("document_length", document_length, "an integer >= 1 (tokens)")
     w = s if window is None else np.minimum(s, float(window))
     if not causal:
         return float_or_array(w)
-    return float_or_array((w * (w + 1) / 2 + (s - w) * w) / s)
+    if document_length is None:
+        return float_or_array(_causal_sum(s, window) / s)
+    d = np.minimum(s, float(document_length))
+    whole = np.floor(s / d)
+    rest = s - whole * d
+    return float_or_array((whole * _causal_sum(d, window) + _causal_sum(rest, window)) / s)
+
+
+def _causal_sum(length, window: int | None):
+    """Keys summed over the queries of one causal sequence of ``length`` (0 for 0 tokens)."""
+    n = np.asarray(length, dtype=float)
+    w = n if window is None else np.minimum(n, float(window))
+    return w * (w + 1) / 2 + (n - w) * w
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,10 +154,13 @@ class LayerFlops:
         return self.qkv + self.scores + self.values + self.attention_output + self.mlp + self.router
 
 
-def layer_forward_flops(model: Transformer, seq_len, *, causal: bool = False) -> LayerFlops:
-    """Forward FLOPs per token of one layer for sequences of ``seq_len`` tokens."""
+def layer_forward_flops(model: Transformer, seq_len, *, causal: bool = False,
+                        document_length: int | None = None) -> LayerFlops:
+    """Forward FLOPs per token of one layer for sequences of ``seq_len`` tokens (packing
+    documents of ``document_length`` tokens: :func:`keys_per_query`)."""
     h, q, kv = model.hidden, model.q_dim, model.kv_dim
-    keys = keys_per_query(seq_len, model.sliding_window, causal=causal)
+    keys = keys_per_query(seq_len, model.sliding_window, causal=causal,
+                          document_length=document_length)
     mlp_matrices = 3 if model.gated_mlp else 2
     return LayerFlops(
         qkv=2.0 * h * (q + 2 * kv),
@@ -209,16 +237,18 @@ def recompute_flops(layer: LayerFlops, recompute, flash_attention: bool, share=1
 
 
 def training_flops(model: Transformer, seq_len=None, *, recompute="none",
-                   causal: bool = False, flash_attention: bool = True) -> TrainingFlops:
+                   causal: bool = False, flash_attention: bool = True,
+                   document_length: int | None = None) -> TrainingFlops:
     """Training FLOPs per token of ``model`` (numpy-friendly in ``seq_len``).
 
     ``seq_len`` defaults to the model's training sequence length. ``recompute`` is a mode of
     :mod:`willitscale.workload.recompute` (or an array of rerun-set names, broadcast against
     ``seq_len``); ``causal`` counts only unmasked attention scores;
-    ``flash_attention`` adds the ``Q K^T`` its backward reruns to the hardware FLOPs.
+    ``flash_attention`` adds the ``Q K^T`` its backward reruns to the hardware FLOPs;
+    ``document_length`` (with ``causal``) counts only the keys of each query's own document.
     """
     seq_len = model.seq_len if seq_len is None else seq_len
-    layer = layer_forward_flops(model, seq_len, causal=causal)
+    layer = layer_forward_flops(model, seq_len, causal=causal, document_length=document_length)
     fwd = layer.total
     share = 1.0
     if isinstance(recompute, str) and recompute not in RECOMPUTE:  # layers:N, every:K

@@ -86,13 +86,17 @@ def model_terms(scenario) -> ModelTerms:
     # executed FLOPs (time): a causal FlashAttention kernel skips the masked blocks, so only the
     # unmasked half of the scores runs; standard attention computes them all. Model FLOPs (MFU)
     # count the scores in full, as PaLM and Megatron-LM do, so MFU compares across papers.
+    # With intra-document masking (document_length) the fused kernel also skips the blocks
+    # across documents: executed and causal-adjusted FLOPs count each query's keys within its
+    # document; model FLOPs still count the whole sequence (the papers' convention).
     causal = flash
-    rec = [float(training_flops(model, s, recompute=m, causal=causal,
-                                flash_attention=flash).layer_recompute_per_token)
+    docs = getattr(scenario.compute, "document_length", None)
+    rec = [float(training_flops(model, s, recompute=m, causal=causal, flash_attention=flash,
+                                document_length=docs).layer_recompute_per_token)
            for m in RECOMPUTE]
-    flops = training_flops(model, s, causal=causal, flash_attention=flash)
+    flops = training_flops(model, s, causal=causal, flash_attention=flash, document_length=docs)
     full = training_flops(model, s, flash_attention=flash)
-    half = training_flops(model, s, causal=True, flash_attention=flash)
+    half = training_flops(model, s, causal=True, flash_attention=flash, document_length=docs)
     counts = param_count(model)
     return ModelTerms(
         layers=model.layers, hidden=model.hidden, has_shape=True,
