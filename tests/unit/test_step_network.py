@@ -53,6 +53,19 @@ def test_contention_slows_the_bytes_term_only_and_keeps_the_pick():
     assert line_time(joined, np.array([1e6, 1e6])).tolist() == pytest.approx([1e-3, 2e-3])
 
 
+def test_a_measured_line_is_slowed_by_contention_like_the_model():
+    # a calibration's measured line for the picked column, 5 us + S / 50 GB/s, replaces the
+    # model's time; under a fabric slowdown x2 its bytes term doubles and its latency does not:
+    # at 1 MB, 5 + 2 x 20 = 45 us (quiet: 5 + 20 = 25 us)
+    measured = np.full((1, 2, 2), np.nan)
+    measured[0, 0] = (5e-6, 1 / 50e9)
+    lines = CollectiveLines(op="all_reduce", algorithms=("A", "B"), tolerance=0.0,
+                            intercept=np.array([[1e-6, 10e-6]]),
+                            slope=np.array([[1 / 100e9, 1 / 200e9]]), measured=measured)
+    assert float(line_time(lines, np.array([1e6]))[0]) == pytest.approx(25e-6)
+    assert float(line_time(with_contention(lines, 2.0), np.array([1e6]))[0]) == pytest.approx(45e-6)
+
+
 def test_groups_used_and_simulated_together():
     # tp 2, pp 2, dp 4, ZeRO-1, sequence parallel, tied embedding, 8 GPUs per node
     used = gt.used_groups((2, 1, 1, 4, 2, 1, 0, 1, 1, 8))

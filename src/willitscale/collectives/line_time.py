@@ -144,9 +144,12 @@ def _evaluate(lines: CollectiveLines, rows: np.ndarray, s: np.ndarray):
         time = _achieved(lines, terms, rows, index, L[at, index], T[at, index] * c)
     if lines.measured is not None:
         line = lines.measured[rows, index]
-        time = np.where(np.isfinite(line[:, 0]), line[:, 0] + line[:, 1] * s, time)
+        # a measurement on a quiet fabric, slowed by the simulated fabric's contention as the
+        # model's bytes term is (the latency is not contended)
+        time = np.where(np.isfinite(line[:, 0]), line[:, 0] + line[:, 1] * s * c, time)
     if lines.affine is not None and lines.affine.any():
-        plain = lines.intercept[rows, 0] + lines.slope[rows, 0] * s * c
+        c0 = 1.0 if lines.contention is None else lines.contention[rows, 0]
+        plain = lines.intercept[rows, 0] + lines.slope[rows, 0] * s * c0
         flat = lines.affine[rows]
         time, index = np.where(flat, plain, time), np.where(flat, 0, index)
     return np.maximum(np.where(np.isfinite(time), time, 0.0), 0.0), index
