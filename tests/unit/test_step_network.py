@@ -124,3 +124,28 @@ def test_trees_by_hand_and_per_column_slowdown():
     assert dp.tree_ideal == pytest.approx(2e9 / nic, rel=1e-12)
     assert fn.column_patterns(("Tree/LL", "Ring/Simple", "NVLSTree/Simple", "double_binary_tree", "ring")) == (
         "tree", "ring", "tree", "tree", "ring")
+
+
+def test_tied_embedding_pair_crosses_nodes_when_the_pipeline_does():
+    # tp 4, pp 4 on two 8-GPU nodes (pp outermost): stages sit at ranks 0, 4, 8, 12, so the
+    # first and the last stage are on different nodes and the tied-embedding all-reduce is a
+    # 2-rank group with one member on each of two nodes. A dp-2 group of tp 8 x dp 2 on the same
+    # two nodes is exactly that geometry (one member per node, 8 such groups per node), so the
+    # two must be costed alike; inside one node (tp 4, pp 2 on one node) the pair is a 2-GPU
+    # NVLink group, like the dp-2 group of tp 4 x dp 2 there.
+    from willitscale.step.network import analytic_lines
+
+    def lines(settings, nodes):
+        sc = build_scenario({**LLAMA, "nodes": nodes, **settings})
+        ctx = make_context(sc)
+        b = PlanBatch.from_plans([sc.plan])
+        return analytic_lines(ctx, b, run(ctx, b, detail=True).detail["places"])
+
+    size = np.array([256e6])
+    across = lines({"tp": 4, "pp": 4, "dp": 1, "global_batch": 32}, 2)["emb"]
+    pair = lines({"tp": 8, "pp": 1, "dp": 2, "global_batch": 32}, 2)["dp_ar"]
+    assert float(line_time(across, size)[0]) == pytest.approx(float(line_time(pair, size)[0]), rel=1e-12)
+    inside = lines({"tp": 4, "pp": 2, "dp": 1, "global_batch": 32, "gpus_per_node": 8}, 1)["emb"]
+    nvlink = lines({"tp": 4, "pp": 1, "dp": 2, "global_batch": 32}, 1)["dp_ar"]
+    assert float(line_time(inside, size)[0]) == pytest.approx(float(line_time(nvlink, size)[0]), rel=1e-12)
+    assert float(line_time(across, size)[0]) > 2 * float(line_time(inside, size)[0])  # IB, not NVLink

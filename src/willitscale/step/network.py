@@ -39,10 +39,10 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-import numpy as np
 
 from willitscale.collectives.line_time import CollectiveLines
 from willitscale.collectives.lines import collective_lines
+from willitscale.topology.placement import end_pair_placement
 
 __all__ = ["GROUPS", "Network", "AnalyticNetwork", "analytic_lines"]
 
@@ -80,8 +80,10 @@ def analytic_lines(ctx, batch, places: dict) -> dict[str, CollectiveLines]:
     links = ctx.links
     out = {}
     for key, (kind, op) in GROUPS.items():
-        ranks = np.where(batch.pp >= 2, 2, 1) if key == "emb" else None
-        out[key] = collective_lines(op, places[kind], links, ranks=ranks)
+        # the tied embedding: the first and last stage of each pipeline, on two nodes when the
+        # pipeline spans nodes
+        place = end_pair_placement(places[kind]) if key == "emb" else places[kind]
+        out[key] = collective_lines(op, place, links)
     return out
 
 

@@ -39,7 +39,7 @@ import numpy as np
 from willitscale.errors import ConfigError
 
 __all__ = ["AXES", "DEFAULT_ORDER", "GROUP_AXES", "GroupPlacement", "parse_order", "group_placement",
-           "group_members", "uneven_groups", "uneven_detail"]
+           "group_members", "uneven_groups", "uneven_detail", "end_pair_placement"]
 
 #: the parallel axes a rank is indexed by
 AXES = ("tp", "cp", "ep", "dp", "pp")
@@ -116,6 +116,21 @@ def group_placement(kind: str, degrees: dict, gpus_per_node: int,
     share = np.where(nodes > 1, per_node / g, 1.0)
     return GroupPlacement(kind=kind, size=size, members_per_node=per_node, nodes=nodes,
                           node_share=share, rail_aligned=aligned)
+
+
+def end_pair_placement(placement: GroupPlacement) -> GroupPlacement:
+    """The first and last member of each group of ``placement`` (the tied-embedding all-reduce
+    between the first and the last pipeline stage). Members are laid out in rank order, so
+    when a group spans nodes its two ends sit on its first and its last node, one member each
+    (the node's NICs shared by one end of every such pair on it, ``1 / G`` each); otherwise
+    both are inside one node. A group of one member has no pair (size 1)."""
+    size = np.where(np.asarray(placement.size) >= 2, 2.0, 1.0)
+    spans = (np.asarray(placement.nodes) > 1) & (size > 1)
+    share = np.asarray(placement.node_share) / np.maximum(np.asarray(placement.members_per_node), 1.0)
+    return GroupPlacement(kind=placement.kind, size=size,
+                          members_per_node=np.where(spans, 1.0, size),
+                          nodes=np.where(spans, 2.0, 1.0), node_share=np.where(spans, share, 1.0),
+                          rail_aligned=np.asarray(placement.rail_aligned) & spans)
 
 
 def _clean(sizes: dict, order: tuple[str, ...], gpus_per_node: int) -> np.ndarray:
