@@ -84,3 +84,21 @@ def test_an_entry_alone_predicts_and_a_run_it_cannot_is_skipped_with_why(cli, tm
     unforced = _store_run(algo="", proto="")
     report = _validate(cli, tmp_path, _entry(), unforced)
     assert report["rows"] == [] and report["skipped"][0]["run_id"] == unforced
+
+
+def test_an_emulated_uplink_is_matched_after_its_round_trip_through_the_file():
+    # an emulated uplink of 67 Mbit/s is 8,375,000 bytes/s; the calibration writes it in GB/s
+    # (0.008375) and reads it back as 0.008375 x 1e9, which is not bit-for-bit the run's rate
+    from willitscale.calibrate.validate import same_uplink
+    from willitscale.hardware.calibration import Calibration, LinkCalibration
+
+    rate = 67e6 / 8
+    cal = Calibration(links=(LinkCalibration(level="inter_node", bandwidth=5e6, latency=1e-4,
+                                             backend="gloo", runs=(1,), nominal_bandwidth=rate),),
+                      created="2026-01-01T00:00:00+00:00", runs=(1,), setup="gloo, cpu", source="test")
+    import tomllib
+
+    read = Calibration.from_toml_data(tomllib.loads(cal.to_toml())).link("inter_node").nominal_bandwidth
+    assert read != rate  # the case this guards: the file's decimal is not the run's float
+    assert same_uplink(read, rate) and same_uplink(None, None)
+    assert not same_uplink(read, 2 * rate) and not same_uplink(None, rate) and not same_uplink(read, None)

@@ -21,6 +21,8 @@ reported as an out-of-sample error).
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -79,8 +81,7 @@ def _usable(link: LinkCalibration | None, run: MeasuredRun, level: str) -> str |
         return f"the calibration has no {level} fit"
     if link.backend and link.backend != run.backend:
         return f"the {level} fit is for {link.backend}, the run used {run.backend}"
-    if level == "inter_node" and (link.nominal_bandwidth or run.uplink) and \
-            link.nominal_bandwidth != run.uplink:
+    if level == "inter_node" and not same_uplink(link.nominal_bandwidth, run.uplink):
         return "the run's emulated uplink differs from the calibrated one"
     return None
 
@@ -118,7 +119,16 @@ def _uplink_differs(run: MeasuredRun, cal: Calibration) -> bool:
     if run.nodes == 1:
         return False
     inter = cal.link("inter_node")
-    return (inter.nominal_bandwidth or None) != run.uplink if inter is not None else run.uplink is not None
+    return not same_uplink(inter.nominal_bandwidth if inter is not None else None, run.uplink)
+
+
+def same_uplink(calibrated, run) -> bool:
+    """Whether a calibration's emulated uplink rate (bytes/s, None: not emulated) is the run's.
+    The rate is written in GB/s and read back, so the two are compared to rounding, not bit for
+    bit (67 Mbit/s does not read back exactly)."""
+    if not calibrated or not run:
+        return not calibrated and not run
+    return math.isclose(calibrated, run, rel_tol=1e-9)
 
 
 def collective_entry(op, run: MeasuredRun, cal: Calibration):
