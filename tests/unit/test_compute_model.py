@@ -162,18 +162,40 @@ def test_document_masking_runs_each_document_as_its_own_causal_sequence():
 
 def test_document_masking_with_context_parallelism():
     # s = 65536 over cp = 8: chunks of 8192 tokens per rank. Documents of 4096 fit in a chunk
-    # (whole on one rank: the causal curve at 4096); documents of 16384 span ranks (ring
-    # attention: the non-causal curve at the chunk, as without masking)
+    # (whole on one rank: the causal curve at 4096, no ring merges); documents of 16384 span
+    # ranks and run the ring schedule: step 0 (1/8 of the FLOPs) causal at the chunk, the other
+    # 7/8 as half-chunk calls (non-causal at 4096), with the masked keys' FLOPs and the merges
     base = {**LLAMA, "seq_len": 65536, "cp": 8, "zero": 3, "global_batch": 1}
-    short, spec = _attention({**base, "document_length": 4096})
-    assert float(short.fwd[0]) == pytest.approx(_expected_forward(spec, 8192, 4097 / 2, 4096, True))
+    short_ops, sctx = _ops({**base, "document_length": 4096})
+    spec = sctx.spec
+    assert float(short_ops["attention core"].fwd[0]) == pytest.approx(
+        _expected_forward(spec, 8192, 4097 / 2, 4096, True))
+    assert float(short_ops["ring attention merges"].fwd[0]) == 0.0
     long, lspec = _attention({**base, "document_length": 16384})
-    assert float(long.fwd[0]) == pytest.approx(_expected_forward(lspec, 8192, 16385 / 2, 8192, False))
+    rate = lambda causal, n: (lambda c: lspec.attention_peak * c.efficiency * n / (n + c.seq_half))(  # noqa: E731
+        lspec.curves.attention_for(lspec.kernel, "forward", causal, lspec.head_dim))
+    flops = 4 * 8192 * lspec.keys_causal * lspec.q_dim
+    assert lspec.keys_causal == pytest.approx(16385 / 2)
+    assert float(long.fwd[0]) == pytest.approx(
+        flops * (1 / 8 / rate(True, 8192) + 7 / 8 / rate(False, 4096)) + lspec.curves.memory.kernel_overhead)
     # documents as long as the sample: plain ring attention, its merges included
     whole, _ = _ops({**base, "document_length": 65536})
     plain, _ = _ops(base)
     for name in ("attention core", "ring attention merges"):
         assert float(whole[name].fwd[0]) == pytest.approx(float(plain[name].fwd[0])), name
+
+
+def test_document_length_never_makes_a_step_slower_as_it_shrinks():
+    # an invariant, not a number: shorter documents mean fewer keys per query and shorter (or
+    # no) ring steps, so the step time is non-increasing as d shrinks, with cp = 1 and cp = 2,
+    # across the chunk boundary (d = s / cp) and up to d = s (= no mask: the plain step)
+    for cp in (1, 2):
+        base = {**LLAMA, "cp": cp, "zero": 3, "recompute": "full", "sequence_parallel": False}
+        plain = estimate(build_scenario(base)).step_time
+        times = [estimate(build_scenario({**base, "document_length": d})).step_time
+                 for d in (8192, 8191, 6000, 4097, 4096, 4095, 2048, 512)]
+        assert times[0] == pytest.approx(plain, rel=1e-12)
+        assert all(a >= b for a, b in zip(times, times[1:])), (cp, times)
 
 
 def test_document_masking_keeps_the_model_flops_mfu_counts():

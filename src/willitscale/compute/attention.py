@@ -28,13 +28,16 @@ Each step after the first also merges its partial result into a float32 accumula
 **Intra-document masking** (``document_length`` ``d``, packed samples): a variable-length
 kernel (FlashAttention's ``cu_seqlens``, cuDNN ragged, FlexAttention's document mask) runs each
 document as its own causal sequence, so ``keys`` counts each query's earlier keys within its
-document (:func:`~willitscale.workload.flops.keys_per_query`), and the rate is the causal
-curve's at ``d``, the length each document's tiles see (short documents fill fewer tiles: the
-same ``s / (s + seq_half)`` form, at ``d``). With context parallelism, documents that fit in a
+document (:func:`~willitscale.workload.flops.keys_per_query`), and each document runs at the
+causal curve's rate at its own length (short documents fill fewer tiles: the same
+``s / (s + seq_half)`` form, at ``d``; the last, shorter document ``s mod d`` at its length). With context parallelism, documents that fit in a
 rank's ``s / cp`` tokens (``d <= s / cp``) stay whole on it (the load-balanced sharding of
-Llama 3's all-gather CP, Dubey et al. 2024, section 3.3.2): the causal curve at ``d``; longer
-ones span ranks as ring attention does: the non-causal curve at ``s / cp``, as without
-masking. One kernel call per pass either way (a varlen call covers every document).
+Llama 3's all-gather CP, Dubey et al. 2024, section 3.3.2): the causal curve at ``d``, no
+merges; longer ones run the ring schedule above, step 0 and the half-chunk steps and their
+merges, with the FLOPs of the masked keys (a named approximation: step 0's share kept at
+``1 / cp``). So at ``d = s`` the time is the unmasked one, and it does not jump as ``d``
+approaches ``s``. The communication is the ring's K/V passes in both cases
+(:mod:`willitscale.step.context`; an all-gather of the other ranks' K/V moves the same bytes).
 
 **Unfused** (``--no-flash-attention``, Megatron-LM before FlashAttention): batched GEMMs
 ``Q K^T`` (``s x s`` per head, ``K = head_dim``) and ``A V``, every score computed (no block is
@@ -48,7 +51,8 @@ import numpy as np
 
 from willitscale.compute.gemm import gemm_time
 
-__all__ = ["fused_attention", "unfused_attention_gemms", "ring_merge_bytes", "BACKWARD_FACTOR"]
+__all__ = ["fused_attention", "unfused_attention_gemms", "ring_merge_bytes", "ring_attention",
+           "BACKWARD_FACTOR"]
 
 #: FlashAttention's backward FLOPs over its forward's (the benchmarks' convention)
 BACKWARD_FACTOR = 2.5
@@ -62,27 +66,34 @@ def fused_attention(*, tokens, keys, q_dim_per_gpu, seq_len: int, cp, curves, ke
     cp = np.asarray(cp, dtype=float)
     flops = 4.0 * np.asarray(tokens, dtype=float) * keys * q_dim_per_gpu
     chunk = seq_len / cp
-    own = 1.0 / cp  # ring attention: the share of the FLOPs in step 0 (the rank's own chunk)
-    if document_length is None or document_length >= seq_len:
-        ring = cp > 1
-        seq = np.where(ring, chunk, float(seq_len))
-    else:  # documents within a rank's chunk run whole; longer ones span ranks (as ring steps)
-        ring = document_length > chunk
-        seq = np.where(ring, chunk, float(document_length))
-        own = np.where(ring, 0.0, 1.0)
+    ring = ring_attention(seq_len=seq_len, cp=cp, document_length=document_length)
+    # without a ring the call sees the whole sequence, or each document at its own length: the
+    # s // d whole documents at d and the remainder r = s mod d at r, weighted by their causal
+    # key counts C(L) = L (L + 1) / 2
+    d = float(min(document_length or seq_len, seq_len))
+    whole, rest = seq_len // d, seq_len % d
+    weight = whole * d * (d + 1) / (whole * d * (d + 1) + rest * (rest + 1))
+    own = 1.0 / cp  # the share of the FLOPs in the ring's step 0 (the rank's own chunk)
     overhead = curves.memory.kernel_overhead
     out = []
     for direction, factor in (("forward", 1.0), ("backward", BACKWARD_FACTOR)):
         rate = lambda masked, n: _rate(curves.attention_for(kernel, direction, masked, head_dim),  # noqa: E731
                                        peak, n)
-        alone = rate(causal, seq)  # no ring, or the rank's own chunk
-        if document_length is None or document_length >= seq_len:
-            steps = rate(False, seq / 2.0)  # half-chunk calls (load-balanced ring)
-        else:
-            steps = rate(False, seq)
-        seconds = np.where(ring, own / alone + (1.0 - own) / steps, 1.0 / alone)
+        steps = rate(False, chunk / 2.0)  # the ring's half-chunk calls (load-balanced)
+        local = weight / rate(causal, d) + ((1.0 - weight) / rate(causal, rest) if rest else 0.0)
+        seconds = np.where(ring, own / rate(causal, chunk) + (1.0 - own) / steps, local)
         out.append(np.where(flops > 0, factor * flops * seconds + overhead, 0.0))
     return out[0], out[1], flops
+
+
+def ring_attention(*, seq_len: int, cp, document_length: int | None = None):
+    """Per plan: whether attention runs as a ring across the context-parallel ranks (``cp > 1``
+    and, with document masking, documents longer than a rank's ``s / cp`` tokens; shorter
+    documents stay whole on one rank)."""
+    cp = np.asarray(cp, dtype=float)
+    if document_length is None or document_length >= seq_len:
+        return cp > 1
+    return (cp > 1) & (document_length > seq_len / cp)
 
 
 def _rate(curve, peak: float, seq):

@@ -46,7 +46,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from willitscale.compute.attention import fused_attention, ring_merge_bytes, unfused_attention_gemms
+from willitscale.compute.attention import (
+    fused_attention,
+    ring_attention,
+    ring_merge_bytes,
+    unfused_attention_gemms,
+)
 from willitscale.compute.gemm import gemm_time
 from willitscale.compute.ops import fp8_cast_bytes, mem_op
 from willitscale.workload.recompute import rerun_modules
@@ -179,8 +184,10 @@ def _attention_core(spec: LayerSpec, tokens, tp, cp, micro_batch) -> list[OpTime
         fixed = spec.curves.memory.kernel_overhead * np.ones_like(fwd)
         ops = [OpTime(name="attention core", kind="attention", fwd=fwd, bwd=bwd, fwd_fixed=fixed,
                       bwd_fixed=fixed, flops=flops)]
-        if spec.document_length is None:  # ring attention merges (with document masking: all-gather CP)
-            ops.append(_ring_merges(spec, tokens, heads, tp, cp))
+        # ring attention's merges, where a ring runs (documents shorter than a rank's chunk stay
+        # whole on it: no ring, no merge)
+        ring = ring_attention(seq_len=spec.seq_len, cp=cp, document_length=spec.document_length)
+        ops.append(_ring_merges(spec, tokens, heads, tp, np.where(ring, cp, 1.0)))
         return ops
     curve = spec.curves.gemm_for("bf16" if spec.dtype == "fp8" else spec.dtype)
     fwd, bwd = unfused_attention_gemms(micro_batch=micro_batch, seq_len=spec.seq_len,
