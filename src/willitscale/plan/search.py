@@ -354,7 +354,12 @@ def search(scenario, *, gpus: int, global_batch: int, space: SearchSpace = Searc
                                "peak": ctx.peak, **({"network": note} if note else {})})
 
 
-#: with ``--network flow``: the plans (best by the analytic sweep) re-estimated on the fabric
+#: with ``--network flow``: the plans (best by the analytic sweep) re-estimated on the fabric.
+#: A budget, not a measured constant: the table shows 10 plans by default (``--top``), and the
+#: fabric can only slow a plan (never faster than analytic, docs/fabric.md), so plans below the
+#: first few tens rarely climb into the shown ten; each distinct geometry among them costs one
+#: set of simulations (~0.1-1 s at 1,024 GPUs), which keeps the re-ranking to seconds. A plan
+#: outside it that the fabric would slow less is not seen: the output says which were simulated.
 FLOW_TOP = 32
 
 
