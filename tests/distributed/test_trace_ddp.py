@@ -24,9 +24,10 @@ pytestmark = pytest.mark.distributed
 BUCKETS = [66_560 * 4, 16_793_600 * 4]  # 266,240 and 67,174,400
 #: Why these sizes and STEPS profiled steps: a traced collective's duration is the wait for the
 #: other rank to arrive plus the transfer, and on a busy 2-core machine the wait (one rank
-#: descheduled, tens to hundreds of ms) swamps a few-MB transfer. With two buckets 16x apart and
-#: two steps, calibrate once saw the 1 MB all-reduce take as long as the 16.8 MB one and found
-#: no bandwidth term. 252x apart, the 64 MiB bucket's transfer alone (~60 ms at ~1 GB/s over
+#: descheduled, tens to hundreds of ms) swamps a few-MB transfer. With buckets of 1 MB and
+#: 16.8 MB over two steps (this test before), rank 0 once traced 40.6 ms for the 1 MB all-reduce
+#: and 16.2 ms for the 16.8 MB one (load 7 on 2 cores), and calibrate, fitting four such points,
+#: sometimes found no bandwidth term. 252x apart, the 64 MiB bucket's transfer alone (~60 ms at ~1 GB/s over
 #: loopback Gloo) is longer than most waits, and six steps give the fit's soft-L1 loss (relative
 #: residuals, which a slow outlier moves less than a fast point) unwaited points of each size.
 STEPS = 6

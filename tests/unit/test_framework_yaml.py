@@ -5,6 +5,8 @@ projects define them; malformed files are errors naming the file, the key and wh
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import willitscale as wis
@@ -30,7 +32,8 @@ PLANS = [
 
 def _same(settings: dict, plan: Plan, dtype: str, cluster=CLUSTER) -> None:
     scenario = build_scenario({**settings, **cluster})
-    assert scenario.plan == plan
+    # the file is a Megatron-LM (NeMo: Megatron-Core) job: its memory is Megatron's layout
+    assert scenario.plan == replace(plan, framework="megatron")
     assert (scenario.model.name, scenario.seq_len, scenario.dtype) == ("llama3-70b", 4096, dtype)
 
 
@@ -157,7 +160,7 @@ def test_a_nemo_config_reads_as_nemo_defines_its_keys(tmp_path):
         "tp": 4, "pp": 4, "cp": 2, "micro_batch": 1, "global_batch": 512, "seq_len": 8192,
         "gpus_per_node": 8, "nodes": 16, "sequence_parallel": True, "dtype": "bf16", "zero": 1,
         "recompute": "layers:2", "pp_schedule": "interleaved", "virtual_stages": 5,
-        "model": "llama3-70b"}
+        "model": "llama3-70b", "framework": "megatron"}  # NeMo 1.x trains with Megatron-Core
     # 128 GPUs / (tp 4 x pp 4 x cp 2) = dp 4; 512 / (4 x 1) = 128 micro-batches per step
     plan = build_scenario({**settings, "gpu": "h100"}).plan
     assert (plan.dp, plan.grad_accum) == (4, 128)
@@ -245,8 +248,6 @@ def test_plans_megatron_cannot_run_are_refused_on_export():
 
 @pytest.mark.parametrize("flag", ["--nemo", "--megatron-yaml"])
 def test_plan_writes_its_fastest_plan_and_the_file_reads_back_as_that_plan(flag, tmp_path, capsys):
-    from dataclasses import replace
-
     from willitscale.cli.main import main
 
     path = tmp_path / "job.yaml"
@@ -259,6 +260,7 @@ def test_plan_writes_its_fastest_plan_and_the_file_reads_back_as_that_plan(flag,
     settings = load_settings(path)
     cluster = {"gpu": "h100"} if flag == "--nemo" else CLUSTER
     scenario = build_scenario({**settings, **cluster})
-    # the planner records the framework it assumed for memory; the file carries the plan itself
-    assert scenario.plan == replace(planned, framework="")
+    # the planner records the framework it timed the plan's memory with (Megatron's: plans
+    # timed otherwise are not written); the file reads back as Megatron-LM's job
+    assert planned.framework == "megatron" and scenario.plan == planned
     assert (scenario.model.name, scenario.seq_len, scenario.cluster.gpus) == ("llama3-70b", 4096, 64)

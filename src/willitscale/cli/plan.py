@@ -276,9 +276,17 @@ def _framework_text(kind: str, plan, scenario) -> str:
                      gpus_per_node=cluster.node.gpus_per_node)
 
 
+def _read_back_framework(kind: str, plan) -> str:
+    """The framework (memory layout) a file of format ``kind`` holding ``plan`` reads back as."""
+    from willitscale.scenario.megatron import FRAMEWORK
+    from willitscale.scenario.torchtitan import torchtitan_framework
+
+    return torchtitan_framework(plan) if kind == "torchtitan" else FRAMEWORK
+
+
 def _write_framework(kind: str, path: str, result, scenario) -> None:
-    """The fastest plan framework ``kind`` (a key of FORMATS) can express, written to
-    ``path`` in its format."""
+    """The fastest plan framework ``kind`` (a key of FORMATS) can express, its memory counted
+    as that framework's (the one the file reads back as), written to ``path`` in its format."""
     from pathlib import Path
 
     from willitscale.errors import ConfigError
@@ -293,6 +301,12 @@ def _write_framework(kind: str, path: str, result, scenario) -> None:
             text = _framework_text(kind, plan, scenario)
         except ConfigError as exc:
             reasons.append(str(exc))
+            continue
+        runs = _read_back_framework(kind, plan)
+        if plan.resolved_framework != runs:
+            reasons.append(f"{plan!r} was timed with {plan.resolved_framework}'s memory and "
+                           f"the file reads back as {runs} (plan --framework {runs} searches "
+                           "its plans)")
             continue
         Path(path).write_text(text)
         print(f"{FORMATS[kind]} written to {path}: {plan!r}", file=sys.stderr)

@@ -108,7 +108,8 @@ def _parallel_flags(parser) -> None:
                    "2 + gradients, 3 + weights (FSDP)")
     p.add_argument("--framework", choices=("megatron", "fsdp", "deepspeed", "ddp"),
                    help="what runs the plan, which decides its memory (docs/memory.md; default: "
-                        "what the plan implies: tp/pp -> megatron, --zero 3 -> fsdp, ...)")
+                        "a Megatron-LM/NeMo/torchtitan job file's framework, else what the plan "
+                        "implies: tp/pp -> megatron, --zero 3 -> fsdp, ...)")
     p.add_argument("--reduce-bucket-size", help="DeepSpeed reduce_bucket_size, elements "
                                                 "(default 5e8)")
     p.add_argument("--overlap-comm", choices=("true", "false"),

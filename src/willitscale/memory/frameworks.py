@@ -125,8 +125,9 @@ def check_framework_stage(framework: str, zero: int) -> None:
                 "fsdp": "3 = FULL_SHARD, 2 = SHARD_GRAD_OP (no reshard after forward)",
                 "ddp": "sharding: --framework deepspeed (ZeRO-1/2/3) or fsdp (ZeRO-2/3)"}.get(
                     framework, "")
-        raise ConfigError("zero", zero, f"one of {', '.join(map(str, stages))} with --framework "
-                          f"{framework}" + (f" ({hint})" if hint else ""))
+        raise ConfigError("zero", zero, f"one of {', '.join(map(str, stages))} with framework "
+                          f"{framework} (--framework, or the framework a Megatron-LM, NeMo or "
+                          f"torchtitan job file runs)" + (f"; {hint}" if hint else ""))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,7 +11,9 @@ sharded over data parallelism: ZeRO-1 here), ``--bf16``/``--fp16``; the model sh
 ``--num-query-groups``, ``--max-position-embeddings`` name the catalog model with that shape
 (none, or several: give ``--model``).
 Data parallelism is what the cluster leaves (Megatron-LM derives it the same way); the cluster
-comes from flags. A file holding the command (a launch script) is read from its first ``--``
+comes from flags. The job runs Megatron-LM, so memory is counted as its layout (``framework``
+megatron, :mod:`willitscale.memory.frameworks`), not what the plan alone would imply (a pure
+data-parallel plan implies DDP or DeepSpeed); ``--framework`` overrides it. A file holding the command (a launch script) is read from its first ``--``
 flag; shell line continuations are joined; other flags are ignored.
 """
 
@@ -23,7 +25,10 @@ from typing import Any
 from willitscale.errors import ConfigError
 
 __all__ = ["is_megatron", "megatron_settings", "megatron_args", "settings_of_arguments",
-           "catalog_model", "recompute_fields", "check_plan"]
+           "catalog_model", "recompute_fields", "check_plan", "FRAMEWORK"]
+
+#: the memory layout (memory.frameworks) of a job Megatron-LM or NeMo (Megatron-Core) runs
+FRAMEWORK = "megatron"
 
 _INT = {"--tensor-model-parallel-size": "tp", "--pipeline-model-parallel-size": "pp",
         "--context-parallel-size": "cp", "--expert-model-parallel-size": "ep",
@@ -90,6 +95,7 @@ def settings_of_arguments(args: dict[str, Any], file: str, name=_flag_name) -> d
     is how an error names a flag (the YAML reader names its keys)."""
     out: dict[str, Any] = {key: _number(args, flag, file, name) for flag, key in _INT.items()
                            if flag in args}
+    out["framework"] = FRAMEWORK
     shape = {key: _number(args, flag, file, name) for flag, key in _SHAPE.items() if flag in args}
     out["sequence_parallel"] = bool(args.get("--sequence-parallel"))
     out["zero"] = 1 if args.get("--use-distributed-optimizer") else 0

@@ -22,6 +22,8 @@ optimizer state over data parallelism: ZeRO-1 here).
 (``max_position_embeddings: ${.encoder_seq_length}``) are followed
 (:mod:`willitscale.scenario.yaml_file`). Sequence parallelism is off at tensor parallel 1, as
 Megatron-Core turns it off. NeMo's FSDP (``model.fsdp``) is not read: such a file is refused.
+NeMo 1.x trains these models with Megatron-Core, so memory is counted as Megatron's layout
+(``framework`` megatron); ``--framework`` overrides it.
 
 Written files hold these keys only: merge them into a complete NeMo config (Hydra overrides of
 ``megatron_gpt_config.yaml`` work the same way: ``model.tensor_model_parallel_size=8``).
@@ -33,7 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from willitscale.errors import ConfigError
-from willitscale.scenario.megatron import catalog_model, check_plan, recompute_fields
+from willitscale.scenario.megatron import FRAMEWORK, catalog_model, check_plan, recompute_fields
 from willitscale.scenario.yaml_file import integer_at, value_at
 
 __all__ = ["is_nemo", "nemo_settings", "nemo_yaml", "PRECISIONS", "DISTRIBUTED_OPTIMIZERS"]
@@ -80,7 +82,7 @@ def nemo_settings(data: Mapping[str, Any], file: str) -> dict[str, Any]:
     if _flag(data, "model.fsdp", file):
         raise ConfigError(f"{file}: model.fsdp", True, "false: NeMo's FSDP is not read (use "
                           "--fsdp with the flags)")
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"framework": FRAMEWORK}
     for key, name in _INT.items():
         value = integer_at(data, key, file)
         if value is not None and value < 1:

@@ -46,7 +46,8 @@ SETTING_DOCS: dict[str, tuple[str, str]] = {
     "cuda_context": ("0.51GiB", "memory the CUDA context takes on each GPU (docs/memory.md)"),
     "distribute_saved_activations": ("false", "Megatron's distribute-saved-activations: the "
                                               "checkpointed layer inputs split over tp"),
-    "framework": ("implied by the plan", "whose memory layout to count: "
+    "framework": ("the job file's (Megatron-LM, NeMo: megatron; torchtitan: fsdp or ddp), else "
+                  "implied by the plan", "whose memory layout to count: "
                                          + ", ".join(FRAMEWORKS) + " (docs/memory.md)"),
     "reduce_bucket_size": ("5e8", "DeepSpeed zero_optimization.reduce_bucket_size, elements"),
     "overlap_comm": ("true with ZeRO-3, else false", "DeepSpeed zero_optimization.overlap_comm "

@@ -18,6 +18,14 @@ plan runs the norms sequence-parallel (``apply_tp`` in its llama3 ``parallelize.
 sequence parallelism here. Plans
 torchtitan cannot express (ZeRO-1/2, tensor parallel without sequence parallel) are refused on
 export with the reason.
+
+Memory is counted as the framework torchtitan runs (``framework``,
+:mod:`willitscale.memory.frameworks`), not what the plan alone implies: sharded, FSDP2's
+``fully_shard`` with its ``MixedPrecisionPolicy`` (``fsdp``); not sharded, ``replicate`` (DDP)
+with ``torch.autocast`` (``ddp``), where a plan with tensor or pipeline parallelism alone would
+imply Megatron-LM's layout. ``--framework`` overrides it. (torchtitan's ``maybe_enable_amp``
+turns mixed precision off for tensor or pipeline parallelism without FSDP, training in fp32;
+the file's ``mixed_precision_param`` is still read as the dtype here.)
 """
 
 from __future__ import annotations
@@ -27,7 +35,8 @@ from typing import Any
 
 from willitscale.errors import ConfigError
 
-__all__ = ["is_torchtitan", "torchtitan_settings", "torchtitan_toml", "MODELS"]
+__all__ = ["is_torchtitan", "torchtitan_settings", "torchtitan_toml", "torchtitan_framework",
+           "MODELS"]
 
 #: torchtitan (model name, flavor) -> willitscale catalog model. Other catalog models are
 #: written with flavor "willitscale" and read back by their name.
@@ -77,6 +86,7 @@ def torchtitan_settings(data: Mapping[str, Any], file: str) -> dict[str, Any]:
         out["fsdp"] = "hybrid" if replicate > 1 else "full"
         if shard > 1:
             out["dp"] = replicate * shard
+    out["framework"] = "ddp" if shard == 1 else "fsdp"
     out["sequence_parallel"] = out["tp"] > 1
     if out["pp"] > 1:
         name = par.get("pipeline_parallel_schedule", "1F1B")
@@ -112,6 +122,11 @@ def torchtitan_settings(data: Mapping[str, Any], file: str) -> dict[str, Any]:
     if out.get("pp_schedule") == "interleaved":
         out["virtual_stages"] = _virtual_stages(par, out, where)
     return out
+
+
+def torchtitan_framework(plan) -> str:
+    """The framework a torchtitan job file of ``plan`` reads back as: fsdp when sharded, ddp."""
+    return "fsdp" if plan.zero == 3 else "ddp"
 
 
 def _virtual_stages(par: Mapping, out: Mapping, where: str) -> int:
