@@ -12,6 +12,7 @@ import pytest
 import willitscale as wis
 from willitscale.errors import ConfigError
 from willitscale.scenario.build import build_scenario
+from willitscale.scenario.megatron import JOB_FILE_SHAPE
 from willitscale.scenario.megatron_yaml import megatron_yaml
 from willitscale.scenario.nemo import nemo_yaml
 from willitscale.scenario.plan import Plan
@@ -156,6 +157,10 @@ def test_a_nemo_config_reads_as_nemo_defines_its_keys(tmp_path):
     path = tmp_path / "megatron_gpt_config.yaml"
     path.write_text(NEMO_YAML)
     settings = load_settings(path)
+    # the model shape the file states, kept to be checked against the model (a --model of
+    # another shape is an error, not a substitute)
+    assert settings.pop(JOB_FILE_SHAPE) == (str(path), {"layers": 80, "hidden": 8192, "heads": 64,
+                                                        "ffn_hidden": 28672, "kv_heads": 8})
     assert settings == {
         "tp": 4, "pp": 4, "cp": 2, "micro_batch": 1, "global_batch": 512, "seq_len": 8192,
         "gpus_per_node": 8, "nodes": 16, "sequence_parallel": True, "dtype": "bf16", "zero": 1,
@@ -264,3 +269,21 @@ def test_plan_writes_its_fastest_plan_and_the_file_reads_back_as_that_plan(flag,
     # timed otherwise are not written); the file reads back as Megatron-LM's job
     assert planned.framework == "megatron" and scenario.plan == planned
     assert (scenario.model.name, scenario.seq_len, scenario.cluster.gpus) == ("llama3-70b", 4096, 64)
+
+
+def test_a_stated_model_shape_is_never_replaced_by_another_model(tmp_path):
+    # the NeMo file states llama3-70b's shape; with one layer fewer no catalog model has it:
+    # an error naming the file's fields, with or without a --model of another shape
+    path = tmp_path / "megatron_gpt_config.yaml"
+    path.write_text(NEMO_YAML.replace("num_layers: 80", "num_layers: 79"))
+    settings = load_settings(path)
+    assert "model" not in settings
+    with pytest.raises(ConfigError, match=r"model shape = 'layers=79, hidden=8192, .*none has it"):
+        build_scenario({**settings, "gpu": "h100"})
+    with pytest.raises(ConfigError, match=r"model shape = 'layers=79' is not valid: expected "
+                                          r"llama3-70b's \(layers=80\)"):
+        build_scenario({**settings, "gpu": "h100", "model": "llama3-70b"})
+    # the file's own model, named again, is fine
+    (tmp_path / "same.yaml").write_text(NEMO_YAML)
+    same = load_settings(tmp_path / "same.yaml")
+    assert build_scenario({**same, "gpu": "h100", "model": "llama3-70b"}).model.name == "llama3-70b"

@@ -42,11 +42,13 @@ def test_a_pure_data_parallel_megatron_job_counts_megatrons_distributed_optimize
     # sharded) + 4/d (fp32 main weights) + 8/d (Adam's two fp32 moments)
     assert (m.weights, m.gradients, m.master, m.optimizer) == pytest.approx(
         (2 * P, 4 * P, 4 * P / d, 8 * P / d))
-    # the plan alone (no tp/pp/cp/ep, ZeRO-1) implies DeepSpeed ZeRO-1, whose bf16 optimizer
-    # keeps an unsharded fp32 gradient accumulator besides the bf16 gradients: 2 + 4 bytes
+    # the plan alone (no tp/pp/cp/ep, ZeRO-1) implies DeepSpeed ZeRO-1: in bf16 that is its
+    # ordinary ZeRO optimizer (DeepSpeed engine.py @56c5223, _configure_optimizer: the BF16
+    # optimizer, with its fp32 gradient buffer, only without ZeRO), whose gradients are kept
+    # in the weights' 16 bits: 2 bytes a parameter, against Megatron's fp32 main-grad 4
     implied = _memory({**settings, "framework": None})
     assert implied.memory.framework == "deepspeed"
-    assert implied.memory.gradients == pytest.approx(6 * P)
+    assert implied.memory.gradients == pytest.approx(2 * P)
 
 
 def test_megatron_yaml_and_nemo_configs_are_megatron_jobs(tmp_path):

@@ -18,6 +18,7 @@ from willitscale.hardware.calibration import load_calibration
 from willitscale.memory.buffers import DEEPSPEED_BUCKET_ELEMENTS, DeepSpeedOptions
 from willitscale.memory.device import CUDA_CONTEXT_BYTES
 from willitscale.memory.stage import DEFAULT_MEMORY_FRACTION
+from willitscale.scenario.megatron import JOB_FILE_SHAPE
 from willitscale.scenario.options import ParallelOptions
 from willitscale.scenario.plan import Plan, positive_int, resolve_batch
 from willitscale.scenario.scenario import DataLoading, DdpOptions, Measured, Scenario
@@ -34,10 +35,37 @@ def _model(settings: Mapping[str, Any]):
     if settings.get("model") is not None and settings.get("params") is not None:
         raise ConfigError("give either --model (a shape) or --params (a count), not both")
     if settings.get("model") is not None:
-        return get_model(settings["model"]), None
+        model = get_model(settings["model"])
+        check_job_file_shape(settings, model)
+        return model, None
     if settings.get("params") is not None:
         return None, float(settings["params"])
+    stated = settings.get(JOB_FILE_SHAPE)
+    if stated is not None:
+        file, shape = stated
+        raise ConfigError(f"{file}: model shape", _fields(shape),
+                          "the shape of a catalog model (`willitscale model list`): none has it; "
+                          "give --model with a Hugging Face config.json of this model")
     raise ConfigError("no model: give --model NAME (or a HF config.json) or --params COUNT")
+
+
+def check_job_file_shape(settings: Mapping[str, Any], model) -> None:
+    """A job file's stated model shape (Megatron-LM, NeMo) must be ``model``'s: a ConfigError
+    naming the fields that differ, never another model estimated in its place."""
+    stated = settings.get(JOB_FILE_SHAPE)
+    if stated is None:
+        return
+    file, shape = stated
+    differ = {k: v for k, v in shape.items() if getattr(model, k, v) != v}
+    if differ:
+        theirs = {k: getattr(model, k) for k in differ}
+        raise ConfigError(f"{file}: model shape", _fields(differ),
+                          f"{model.name}'s ({_fields(theirs)}), the --model given: the file and "
+                          "--model describe different models; drop --model or give the file's")
+
+
+def _fields(shape: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in shape.items())
 
 
 def _cluster(settings: Mapping[str, Any]):

@@ -25,7 +25,8 @@ from typing import Any
 from willitscale.errors import ConfigError
 
 __all__ = ["is_megatron", "megatron_settings", "megatron_args", "settings_of_arguments",
-           "catalog_model", "recompute_fields", "check_plan", "FRAMEWORK"]
+           "catalog_model", "recompute_fields", "check_plan", "FRAMEWORK", "JOB_FILE_SHAPE",
+           "shape_settings"]
 
 #: the memory layout (memory.frameworks) of a job Megatron-LM or NeMo (Megatron-Core) runs
 FRAMEWORK = "megatron"
@@ -110,9 +111,8 @@ def settings_of_arguments(args: dict[str, Any], file: str, name=_flag_name) -> d
             raise ConfigError(f"{file}: {name('--recompute-num-layers')}", None, "the layers per "
                               "pipeline stage recomputed (recompute method block needs it)")
         out["recompute"] = f"layers:{_number(args, '--recompute-num-layers', file, name)}"
+    out.update(shape_settings(shape, file))
     model = catalog_model(shape)
-    if model is not None:
-        out["model"] = model.name
     if "--num-layers-per-virtual-pipeline-stage" in args:
         per_stage = _number(args, "--num-layers-per-virtual-pipeline-stage", file, name)
         layers, pp = shape.get("layers") or (model.layers if model else 0), out.get("pp", 1)
@@ -123,6 +123,25 @@ def settings_of_arguments(args: dict[str, Any], file: str, name=_flag_name) -> d
                               "stages per rank")
         out["pp_schedule"], out["virtual_stages"] = "interleaved", stages
     return out
+
+
+#: the settings key holding ``(file, shape)``: the model shape a job file states, checked against
+#: the scenario's model when it is built (:func:`willitscale.scenario.build.check_job_file_shape`)
+JOB_FILE_SHAPE = "_job_file_shape"
+
+
+def shape_settings(shape: dict[str, int | None], file: str) -> dict:
+    """Settings from the model shape a job file states: the catalog model of that shape (when
+    exactly one has it) and the shape itself, so that a ``--model`` of another shape, or no
+    model at all, is an error naming the file's fields rather than a silent substitute."""
+    given = {k: v for k, v in shape.items() if v is not None}
+    # the fields that make the model (a file's max_position_embeddings is often the run's
+    # sequence length, not the model's: it picks a catalog model when it agrees, no more)
+    core = {k: v for k, v in given.items() if k != "max_positions"}
+    if not core:
+        return {}
+    model = catalog_model(given) or catalog_model(core)
+    return {JOB_FILE_SHAPE: (file, core), **({"model": model.name} if model is not None else {})}
 
 
 def catalog_model(shape: dict[str, int]):

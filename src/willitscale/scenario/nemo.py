@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from willitscale.errors import ConfigError
-from willitscale.scenario.megatron import FRAMEWORK, catalog_model, check_plan, recompute_fields
+from willitscale.scenario.megatron import FRAMEWORK, check_plan, recompute_fields, shape_settings
 from willitscale.scenario.yaml_file import integer_at, value_at
 
 __all__ = ["is_nemo", "nemo_settings", "nemo_yaml", "PRECISIONS", "DISTRIBUTED_OPTIMIZERS"]
@@ -105,9 +105,7 @@ def nemo_settings(data: Mapping[str, Any], file: str) -> dict[str, Any]:
                               "null or 1 without pipeline parallelism (model chunks per stage)")
         out["pp_schedule"], out["virtual_stages"] = "interleaved", virtual
     shape = {name: integer_at(data, key, file) for key, name in _SHAPE.items()}
-    model = catalog_model({k: v for k, v in shape.items() if v is not None})
-    if model is not None:
-        out["model"] = model.name
+    out.update(shape_settings(shape, file))
     return out
 
 
