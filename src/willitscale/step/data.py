@@ -29,10 +29,11 @@ from willitscale.step.gradients import layer_gradient_groups
 from willitscale.workload.flops import RECOMPUTE, training_flops
 from willitscale.workload.params import (
     attention_params,
+    layer_fixed_params,
     layer_params_per_tp_rank,
-    mlp_params,
-    norm_params,
+    mlp_block_params,
     param_count,
+    routed_expert_params,
 )
 
 __all__ = ["StageKey", "stage_buckets", "bucket_tail"]
@@ -42,10 +43,10 @@ def _layer_split(model, tp: int):
     """(matrix scale, expert share): TP rank's matrices / whole matrices, expert fraction."""
 
     attention = attention_params(model)
-    mlp_all = model.mlp_experts * mlp_params(model)
-    fixed = 2 * norm_params(model) + model.hidden * model.moe_experts
+    mlp_all = mlp_block_params(model)
+    fixed = layer_fixed_params(model)
     scale = (float(layer_params_per_tp_rank(model, tp)) - fixed) / (attention + mlp_all)
-    return scale, (mlp_all / (attention + mlp_all) if model.is_moe else 0.0)
+    return scale, (routed_expert_params(model) / (attention + mlp_all) if model.is_moe else 0.0)
 
 
 @lru_cache(maxsize=64)
@@ -58,7 +59,7 @@ def _layer_pattern(model, seq_len: int, flash: bool, recompute: str, tp: int, ep
     split = model.is_moe and ep > 1
     dense, expert, work = [], [], []
     for name, n, w in layer_gradient_groups(model, flops):
-        n_tp = n * scale if name.startswith(("mlp.", "attn.")) else n
+        n_tp = n * scale if name.startswith(("mlp.", "attn.", "dense_mlp.")) else n
         moved = split and name.startswith("mlp.")
         dense.append(0.0 if moved else float(n_tp))
         expert.append(float(n_tp) / ep if moved else 0.0)

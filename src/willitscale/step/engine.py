@@ -42,7 +42,7 @@ from willitscale.memory.frameworks import convention_table, state_bytes_table
 from willitscale.memory.stage import MemorySettings
 from willitscale.memory.state import get_convention
 from willitscale.step.data import _layer_split
-from willitscale.workload.params import norm_params
+from willitscale.workload.params import layer_fixed_params
 from willitscale.workload.stages import model_terms
 
 __all__ = ["Context", "BatchResult", "make_context", "memory_settings", "pick"]
@@ -79,7 +79,7 @@ def make_context(scenario) -> Context:
     fixed, share = 0.0, 0.0
     if scenario.model is not None:
         model = scenario.model
-        fixed = 2.0 * norm_params(model) + model.hidden * model.moe_experts
+        fixed = float(layer_fixed_params(model))
         share = _layer_split(model, 1)[1]
     return Context(scenario=scenario, terms=model_terms(scenario), links=cluster_links(scenario),
                    peak=scenario.cluster.gpu.peak(scenario.dtype), efficiency=eff,
