@@ -1,0 +1,115 @@
+"""One shape path: multi-head latent attention, shared experts, dense-first layers and per-layer
+window patterns reach the FLOP count, the per-op compute model (GEMMs of their real shapes),
+the tensor-parallel parameter split and the activation memory, and these agree with each other
+and with hand derivations from the DeepSeek-V3 config (h 7168, 128 heads, d_qk 192 = 128 nope
++ 64 rope, d_v 128, q_lora 1536, kv_lora 512; 3 dense layers of 18432, 58 MoE layers of 256
+experts of 2048, top 8, one shared expert of 2048)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from willitscale.compute.model import op_costs
+from willitscale.estimation.estimate import estimate
+from willitscale.memory.activations import activation_memory
+from willitscale.scenario.batch import PlanBatch
+from willitscale.scenario.build import build_scenario
+from willitscale.step.engine import make_context
+from willitscale.workload.flops import layer_forward_flops, training_flops
+from willitscale.workload.hf import load_hf_config
+from willitscale.workload.params import layer_params_per_tp_rank, param_count
+
+HF = Path(__file__).parent.parent / "data" / "hf_configs"
+V3 = str(HF / "deepseek-v3.json")
+S = 4096
+
+
+def _ops(**settings):
+    base = {"model": V3, "gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 8, "micro_batch": 1,
+            "seq_len": S, "global_batch": 8}
+    sc = build_scenario(base | settings)
+    ctx = make_context(sc)
+    ops = op_costs(ctx.spec, PlanBatch.from_plans([sc.plan]), detail=True).ops
+    return {o.name: o for o in ops}, sc
+
+
+def test_forward_matmul_flops_are_twice_the_active_matmul_weights():
+    """Per token, the forward matmuls outside the attention core are 2 FLOPs per active weight:
+    active 37,552,282,624 less the token embedding 926,679,040 and the norms (61 x (2 x 7168 +
+    1536 + 512) = 999,424, final 7,168) = 36,624,596,992 weights -> 73,249,193,984 FLOPs."""
+    m = load_hf_config(V3)
+    f = training_flops(m, S)
+    layer = f.layer_forward
+    per_layer = float(layer.qkv + layer.attention_output + layer.mlp + layer.router)
+    assert m.layers * per_layer + f.lm_head_forward_per_token == pytest.approx(73_249_193_984, rel=1e-12)
+
+
+def test_attention_core_runs_qk_at_192_and_av_at_128():
+    """Q K^T: 2 keys x 128 x 192 per token; A V: 2 keys x 128 x 128."""
+    layer = layer_forward_flops(load_hf_config(V3), S)
+    assert float(layer.scores) == 2 * S * 128 * 192
+    assert float(layer.values) == 2 * S * 128 * 128
+
+
+def test_mla_gemms_have_their_real_shapes_under_tp():
+    """T = 4096 tokens, tp = 8: the down projections are whole on every rank (Megatron-Core's
+    'duplicated' TELinear), the up projections split by heads: Q down 2T x 7168 x 1536, Q up
+    2T x 1536 x 128*192/8, KV down 2T x 7168 x 576, KV up 2T x 512 x 128*256/8, output
+    2T x 128*128/8 x 7168."""
+    ops, _ = _ops(tp=8, sequence_parallel=True)
+    T = S
+    expected = {"Q down": 2 * T * 7168 * 1536, "Q up": 2 * T * 1536 * 128 * 192 / 8,
+                "KV down": 2 * T * 7168 * 576, "KV up": 2 * T * 512 * 128 * 256 / 8,
+                "attention output": 2 * T * 128 * 128 / 8 * 7168}
+    for name, flops in expected.items():
+        assert float(np.sum(ops[name].flops)) == pytest.approx(flops, rel=1e-12), name
+    assert "QKV" not in ops
+
+
+def test_per_op_gemm_flops_equal_the_flop_count():
+    """The per-op model's linear-layer GEMMs and the attention kernel execute exactly the
+    workload's FLOPs (causal: the kernel skips masked blocks), tp = ep = 1: one shape, two views."""
+    ops, sc = _ops()
+    f = training_flops(sc.model, S, causal=True)
+    layer = f.layer_forward
+    gemms = sum(float(np.sum(o.flops)) for o in ops.values() if o.kind == "gemm" and o.name != "LM head")
+    assert gemms == pytest.approx(S * float(layer.qkv + layer.attention_output + layer.mlp + layer.router),
+                                  rel=1e-12)
+    assert float(np.sum(ops["attention core"].flops)) == pytest.approx(
+        S * float(layer.scores + layer.values), rel=1e-12)
+    for name in ("shared MLP up", "shared MLP down", "dense MLP up", "dense MLP down"):
+        assert name in ops
+
+
+def test_tp_split_keeps_the_down_projections_whole():
+    """tp x per-rank = per-layer + (tp - 1) x what every rank holds whole: the q_a/kv_a down
+    projections and their norms (7168*1536 + 1536 + 7168*576 + 512 = 15,140,864), the two norms
+    (14,336) and the mean router (58 x 7168*256 / 61)."""
+    m = load_hf_config(V3)
+    whole = 15_140_864 + 14_336 + 58 * 7168 * 256 / 61
+    per_layer = param_count(m).per_layer
+    assert 8 * layer_params_per_tp_rank(m, 8) == pytest.approx(per_layer + 7 * whole, rel=1e-12)
+
+
+def test_mla_activations_keep_the_latents():
+    """bf16, s = 4096, b = 1, tp = 1: the attention block keeps its input (7168), Q (128*192),
+    K (128*192), V (128*128), the latents (2*1536 + 2*512 + 64 = 4160) and the output
+    projection's input (128*128): 2 x 4096 x 93,184 bytes."""
+    a = activation_memory(load_hf_config(V3), S, 1)
+    assert a.layer_attention == 2 * S * (7168 + 24576 + 24576 + 16384 + 4160 + 16384)
+
+
+def test_gemma2_attention_counts_its_window_on_half_the_layers():
+    """Gemma 2 9B at s = 8192: 21 of 42 layers see 4096 keys, 21 see 8192 -> mean 6144 keys
+    per query (full counting); Q K^T = 2 x 6144 x 4096 FLOPs per token."""
+    g = load_hf_config(HF / "gemma-2-9b.json")
+    assert float(layer_forward_flops(g, 8192).scores) == 2 * 6144 * 4096
+
+
+def test_deepseek_v2_lite_estimate_runs_with_expert_parallelism():
+    sc = build_scenario({"model": str(HF / "deepseek-v2-lite.json"), "gpu": "h100-sxm", "nodes": 1,
+                         "gpus_per_node": 8, "ep": 8, "micro_batch": 1, "seq_len": 4096,
+                         "global_batch": 64, "zero": 1})
+    est = estimate(sc)
+    assert est.step_time > 0 and 0 < est.mfu < 1
