@@ -189,7 +189,8 @@ def _traffic(ctx, b, st, comp, params, places, L):
         wgrad_qkv=np.asarray(comp.wgrad_qkv)[:, None], wgrad_fc1=np.asarray(comp.wgrad_fc1)[:, None],
         wgrad_head=np.asarray(comp.wgrad_head)[:, None], tp=b.tp)}
     block = kv_block_bytes(micro_batch=b.micro_batch, seq_len=ctx.scenario.seq_len, cp=b.cp, tp=b.tp,
-                           kv_heads=t.kv_heads, head_dim=t.head_dim, element=element)
+                           kv_heads=t.kv_heads, element=element,
+                           head_dim=(t.head_dim + (t.v_head_dim or t.head_dim)) / 2)  # K and V widths
     out["cp"] = context_traffic(block_bytes=block, cp=b.cp, layers=st.layers, full_recompute=full,
                                 lines_p2p=L["cp"], attention_seconds=comp.attention)
     out["ep"] = expert_traffic(tokens=st.tokens, tp=b.tp, top_k=max(t.top_k, 1), hidden=t.hidden,

@@ -61,6 +61,7 @@ class ModelTerms:
     kv_dim: int  #: key/value width (all heads)
     kv_heads: int
     head_dim: int
+    v_head_dim: int = 0  #: value head width (0: = head_dim; MLA's differ)
     tied: bool
     moe: bool
     experts: int
@@ -105,6 +106,7 @@ def model_terms(scenario) -> ModelTerms:
         fc1_token=float(flops.layer_forward.mlp) * (2.0 if model.gated_mlp else 1.0)
         / (3.0 if model.gated_mlp else 2.0),
         kv_dim=model.kv_dim, kv_heads=model.kv_heads, head_dim=model.head_dim,
+        v_head_dim=model.v_head_dim,
         tied=model.tied_embeddings, moe=model.is_moe, experts=model.moe_experts,
         top_k=model.moe_top_k, token_embedding=float(counts.token_embedding),
         total_params=float(counts.total))
