@@ -239,6 +239,22 @@ class Transformer:
         """MLP copies stored per layer: the experts for MoE, 1 for a dense model."""
         return self.moe_experts if self.is_moe else 1
 
+    def __repr__(self) -> str:
+        """The name and the fields that differ from what the others imply (short, for notebooks):
+        derived defaults (kv_heads = heads, v_head_dim = head_dim, ...) and the source are left out."""
+        implied = {"kv_heads": self.heads, "head_dim": self.hidden // self.heads,
+                   "ffn_hidden": 4 * self.hidden, "seq_len": self.max_positions,
+                   "qkv_bias": self.bias, "attn_out_bias": self.bias, "mlp_bias": self.bias,
+                   "v_head_dim": self.head_dim, "dense_ffn": self.ffn_hidden}
+        shown = [f"name={self.name!r}"]
+        for f in fields(self):
+            if f.name in ("name", "source"):
+                continue
+            value = getattr(self, f.name)
+            if value != implied.get(f.name, f.default) or f.name in ("layers", "hidden", "heads", "vocab"):
+                shown.append(f"{f.name}={value!r}")
+        return "Transformer(" + ", ".join(shown) + ")"
+
     def shape_dict(self) -> dict[str, object]:
         """The shape as plain values (for JSON output and TOML round trips)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("name", "source")}
