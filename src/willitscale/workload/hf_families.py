@@ -110,7 +110,8 @@ def _qwen_moe(t: Table, llama_like, *, shared: bool) -> dict[str, Any]:
     dense = _qwen_moe_layers(t, shape["layers"])
     shape |= dict(ffn_hidden=t.int("moe_intermediate_size", min=1), moe_experts=experts,
                   moe_top_k=t.int("num_experts_per_tok", min=1), dense_layers=dense,
-                  dense_ffn=t.int("intermediate_size", min=1), sliding_window=_qwen_window(t))
+                  dense_ffn=t.int("intermediate_size", min=1) if dense else None,
+                  sliding_window=_qwen_window(t))
     if shared:  # Qwen2-MoE: q/k/v biases, one gated shared expert
         width = t.int("shared_expert_intermediate_size", 0, min=0)
         return shape | dict(qkv_bias=True, moe_shared_ffn=width, moe_shared_gate=width > 0)
@@ -135,9 +136,11 @@ def _deepseek(t: Table, llama_like) -> dict[str, Any]:
     if not moe_layers:
         return shape
     shared = _optional_int(t, "n_shared_experts") or 0
-    return shape | dict(ffn_hidden=moe_width, dense_ffn=t.int("intermediate_size", min=1),
+    dense = layers - moe_layers
+    return shape | dict(ffn_hidden=moe_width,
+                        dense_ffn=t.int("intermediate_size", min=1) if dense else None,
                         moe_experts=routed, moe_top_k=t.int("num_experts_per_tok", min=1),
-                        dense_layers=layers - moe_layers, moe_shared_ffn=shared * moe_width)
+                        dense_layers=dense, moe_shared_ffn=shared * moe_width)
 
 
 def _window_layers(t: Table, layers: int, local) -> int:
