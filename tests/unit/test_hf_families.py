@@ -256,3 +256,61 @@ def test_missing_mla_key_is_named():
         transformer_from_hf(config, "x")
     with pytest.raises(ConfigError, match="q_lora_rank"):
         transformer_from_hf(json.loads((HF / "deepseek-v3.json").read_text()) | {"q_lora_rank": "big"}, "x")
+
+
+def test_a_hub_id_in_the_local_cache_loads_a_new_family(monkeypatch, tmp_path):
+    """deepseek-ai/DeepSeek-V3 in huggingface_hub's cache layout (no network) is the same model
+    as its config file."""
+    import shutil
+
+    from willitscale.workload.catalog import get_model
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    snapshot = tmp_path / "models--deepseek-ai--DeepSeek-V3" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    shutil.copy(HF / "deepseek-v3.json", snapshot / "config.json")
+    (snapshot.parent.parent / "refs").mkdir()
+    (snapshot.parent.parent / "refs" / "main").write_text("abc123")
+    assert param_count(get_model("deepseek-ai/DeepSeek-V3")) == param_count(load("deepseek-v3"))
+
+
+# -- the shape's own checks ---------------------------------------------------------------------
+
+BASE = dict(name="m", layers=4, hidden=64, heads=4, vocab=100, gated_mlp=True, position="rope",
+            norm="rmsnorm", bias=False)
+
+
+@pytest.mark.parametrize(("fields", "named"), [
+    ({"moe_shared_ffn": 32}, "moe_shared_ffn"),  # shared experts without experts
+    ({"dense_layers": 1}, "dense_layers"),
+    ({"moe_experts": 4, "moe_top_k": 2, "dense_layers": 5}, "dense_layers"),  # > layers
+    ({"moe_experts": 4, "moe_top_k": 2, "moe_shared_gate": True}, "moe_shared_gate"),
+    ({"window_layers": 2}, "window_layers"),  # without a sliding window
+    ({"sliding_window": 8, "window_layers": 5}, "window_layers"),
+    ({"qk_norm": "per-head"}, "qk_norm"),
+    ({"q_lora_rank": 8}, "q_lora_rank"),  # without kv_lora_rank
+    ({"kv_lora_rank": 8, "head_dim": 24, "rope_head_dim": 0}, "rope_head_dim"),
+    ({"kv_lora_rank": 8, "head_dim": 24, "rope_head_dim": 24}, "rope_head_dim"),
+    ({"kv_lora_rank": 8, "head_dim": 24, "rope_head_dim": 8, "kv_heads": 2}, "kv_heads"),
+    ({"layer_norms": 0}, "layer_norms"),
+    ({"v_head_dim": 0}, "v_head_dim"),
+])
+def test_inconsistent_extension_fields_are_refused(fields, named):
+    from willitscale.workload.transformer import Transformer
+
+    with pytest.raises(ConfigError, match=named):
+        Transformer(**BASE | fields)
+
+
+def test_a_small_mla_model_counted_by_hand():
+    """h 64, 4 heads, d_qk 24 = 16 nope + 8 rope, d_v 16, q_lora 32, kv_lora 8, RMSNorm, tied:
+    q_a 64*32 + 32 + q_b 32*4*24 = 2,048 + 32 + 3,072; kv_a 64*(8+8) + 8 + kv_b 8*4*(16+16)
+    = 1,024 + 8 + 1,024; o 4*16*64 = 4,096 -> attention 11,304; MLP 3*64*256 = 49,152; norms
+    128 -> layer 60,584 x 4 = 242,336; + 100*64 + 64 = 248,800."""
+    from willitscale.workload.transformer import Transformer
+
+    m = Transformer(**BASE | dict(kv_lora_rank=8, q_lora_rank=32, head_dim=24, rope_head_dim=8,
+                                  v_head_dim=16))
+    p = param_count(m)
+    assert p.layer_attention == 11_304
+    assert p.total == 248_800

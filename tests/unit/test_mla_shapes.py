@@ -53,14 +53,15 @@ def test_attention_core_runs_qk_at_192_and_av_at_128():
 
 
 def test_mla_gemms_have_their_real_shapes_under_tp():
-    """T = 4096 tokens, tp = 8: the down projections are whole on every rank (Megatron-Core's
-    'duplicated' TELinear), the up projections split by heads: Q down 2T x 7168 x 1536, Q up
-    2T x 1536 x 128*192/8, KV down 2T x 7168 x 576, KV up 2T x 512 x 128*256/8, output
+    """T = 4096 tokens, tp = 8 with sequence parallelism: the down projections are whole on
+    every rank (Megatron-Core's 'duplicated' TELinear) and run on the rank's T/8 tokens before
+    the latents are gathered; the up projections split by heads: Q down 2(T/8) x 7168 x 1536,
+    Q up 2T x 1536 x 128*192/8, KV down 2(T/8) x 7168 x 576, KV up 2T x 512 x 128*256/8, output
     2T x 128*128/8 x 7168."""
     ops, _ = _ops(tp=8, sequence_parallel=True)
     T = S
-    expected = {"Q down": 2 * T * 7168 * 1536, "Q up": 2 * T * 1536 * 128 * 192 / 8,
-                "KV down": 2 * T * 7168 * 576, "KV up": 2 * T * 512 * 128 * 256 / 8,
+    expected = {"Q down": 2 * T / 8 * 7168 * 1536, "Q up": 2 * T * 1536 * 128 * 192 / 8,
+                "KV down": 2 * T / 8 * 7168 * 576, "KV up": 2 * T * 512 * 128 * 256 / 8,
                 "attention output": 2 * T * 128 * 128 / 8 * 7168}
     for name, flops in expected.items():
         assert float(np.sum(ops[name].flops)) == pytest.approx(flops, rel=1e-12), name

@@ -27,7 +27,8 @@ up/down``) and the MoE layers each run for their share of the layers (the mean l
 
 Multi-head latent attention replaces QKV by the GEMMs of their real shapes (DeepSeek-V2
 section 2.1; Megatron-Core's ``MLASelfAttention``, whose down projections are ``duplicated``
-on every TP rank): ``Q down`` ``T x h @ h x q_lora``, ``Q up`` ``T x q_lora @ q_lora x
+on every TP rank and, with sequence parallelism, run on the rank's ``T / t`` tokens before the
+latents are gathered): ``Q down`` ``T x h @ h x q_lora``, ``Q up`` ``T x q_lora @ q_lora x
 heads d_qk / t`` (one ``Q`` ``T x h @ h x heads d_qk / t`` without ``q_lora``), ``KV down``
 ``T x h @ h x (kv_lora + d_rope)``, ``KV up`` ``T x kv_lora @ kv_lora x heads (d_nope + d_v)
 / t``, the latents' RMSNorms, and the output projection from ``heads d_v / t``. The attention
@@ -227,7 +228,7 @@ def layer_ops(spec: LayerSpec, *, tokens, tp, cp, sequence_parallel, ep, micro_b
     h, q = spec.hidden, spec.q_dim
     norm_tokens = np.where(np.asarray(sequence_parallel, dtype=bool), T / t, T)
     ops = [_mem(spec, "input norm", "norm", norm_tokens * h)]
-    ops += _projections(spec, T, t, ws)
+    ops += _projections(spec, T, t, ws, norm_tokens)
     ops += _attention_core(spec, T, t, cp, micro_batch)
     ops += _linear(spec, "attention output", T, spec.heads * (spec.v_head_dim or spec.head_dim) / t,
                    h, weight_share=ws)
@@ -240,8 +241,10 @@ def layer_ops(spec: LayerSpec, *, tokens, tp, cp, sequence_parallel, ep, micro_b
     return ops
 
 
-def _projections(spec: LayerSpec, T, t, ws) -> list[OpTime]:
-    """The q, k, v projections (MLA: down and up projections, latent norms), rotary, QK-norm."""
+def _projections(spec: LayerSpec, T, t, ws, local) -> list[OpTime]:
+    """The q, k, v projections (MLA: down and up projections, latent norms), rotary, QK-norm.
+    MLA's down projections and latent norms run on ``local`` tokens (the sequence-parallel
+    shard, T / t, or all T), then the latents are gathered for the up projections."""
     h, q = spec.hidden, spec.q_dim
     if not spec.kv_lora:
         kv = np.maximum(spec.kv_dim / t, spec.head_dim)  # a KV head is replicated below 1 per rank
@@ -255,12 +258,12 @@ def _projections(spec: LayerSpec, T, t, ws) -> list[OpTime]:
     r, rope = spec.kv_lora, spec.rope_head_dim
     ops = []
     if spec.q_lora:
-        ops += _linear(spec, "Q down", T, h, float(spec.q_lora), weight_share=ws)
+        ops += _linear(spec, "Q down", local, h, float(spec.q_lora), weight_share=ws)
         ops += _linear(spec, "Q up", T, float(spec.q_lora), q / t, weight_share=ws)
     else:
         ops += _linear(spec, "Q", T, h, q / t, weight_share=ws)
-    ops += _linear(spec, "KV down", T, h, float(r + rope), weight_share=ws)
-    ops.append(_mem(spec, "latent norms", "norm", T * (spec.q_lora + r)))
+    ops += _linear(spec, "KV down", local, h, float(r + rope), weight_share=ws)
+    ops.append(_mem(spec, "latent norms", "norm", local * (spec.q_lora + r)))
     per_head = spec.head_dim - rope + (spec.v_head_dim or spec.head_dim)
     ops += _linear(spec, "KV up", T, float(r), spec.heads * per_head / t, weight_share=ws)
     ops.append(_mem(spec, "rotary", "rotary", T * (spec.heads * rope / t + rope)))
