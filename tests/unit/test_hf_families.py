@@ -314,3 +314,12 @@ def test_a_small_mla_model_counted_by_hand():
     p = param_count(m)
     assert p.layer_attention == 11_304
     assert p.total == 248_800
+
+
+def test_torchtitan_deepseek_v3_671b_flavor_is_the_catalog_model():
+    """pytorch/torchtitan names DeepSeek-V3 ("deepseek_v3", "671B") (its deepseekv3_configs)."""
+    from willitscale.scenario.torchtitan import torchtitan_settings
+
+    job = {"model": {"name": "deepseek_v3", "flavor": "671B"},
+           "parallelism": {"expert_parallel_degree": 8}, "training": {"local_batch_size": 1}}
+    assert torchtitan_settings(job, "job.toml")["model"] == "deepseek-v3"
