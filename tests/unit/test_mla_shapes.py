@@ -114,3 +114,24 @@ def test_deepseek_v2_lite_estimate_runs_with_expert_parallelism():
                          "global_batch": 64, "zero": 1})
     est = estimate(sc)
     assert est.step_time > 0 and 0 < est.mfu < 1
+
+
+def test_dense_first_layers_send_no_tokens():
+    """Expert all-to-all bytes scale with the MoE layers: DeepSeek-V2-Lite has 26 of 27 (the
+    first is dense), so making every layer MoE (dense_layers 0, same widths) multiplies the
+    bytes by 27/26."""
+    from dataclasses import replace
+
+    from willitscale.scenario.build import build_scenario as build
+
+    settings = {"gpu": "h100-sxm", "nodes": 2, "gpus_per_node": 8, "ep": 8, "micro_batch": 1,
+                "seq_len": 4096, "global_batch": 64, "zero": 1, "recompute": "none"}
+    lite = load_hf_config(HF / "deepseek-v2-lite.json")
+    all_moe = replace(lite, dense_layers=0)
+    ep = []
+    for model in (lite, all_moe):
+        sc = build(settings | {"model": str(HF / "deepseek-v2-lite.json")})
+        est = estimate(replace(sc, model=model))
+        ep.append(sum(c.bytes for c in est.comm_ops if c.parallelism == "ep"))
+    assert ep[0] > 0
+    assert ep[1] / ep[0] == pytest.approx(27 / 26, rel=1e-9)

@@ -194,7 +194,7 @@ def _traffic(ctx, b, st, comp, params, places, L):
     out["cp"] = context_traffic(block_bytes=block, cp=b.cp, layers=st.layers, full_recompute=full,
                                 lines_p2p=L["cp"], attention_seconds=comp.attention)
     out["ep"] = expert_traffic(tokens=st.tokens, tp=b.tp, top_k=max(t.top_k, 1), hidden=t.hidden,
-                               layers=st.layers, full_recompute=full, lines_a2a=L["ep"],
+                               layers=st.layers * t.moe_layer_share, full_recompute=full, lines_a2a=L["ep"],
                                element=element)
     out["pp"], out["ppgather"] = send_traffic(tokens=st.tokens, hidden=t.hidden, tp=b.tp, pp=b.pp,
                              sequence_parallel=b.sequence_parallel, interleaved=b.interleaved,

@@ -66,6 +66,7 @@ class ModelTerms:
     moe: bool
     experts: int
     top_k: int
+    moe_layer_share: float = 1.0  #: the share of layers that are MoE (dense-first layers are not)
     token_embedding: float  #: parameters
     total_params: float
 
@@ -109,6 +110,7 @@ def model_terms(scenario) -> ModelTerms:
         v_head_dim=model.v_head_dim,
         tied=model.tied_embeddings, moe=model.is_moe, experts=model.moe_experts,
         top_k=model.moe_top_k, token_embedding=float(counts.token_embedding),
+        moe_layer_share=model.moe_layers / model.layers if model.is_moe else 1.0,
         total_params=float(counts.total))
 
 
