@@ -135,3 +135,23 @@ def test_dense_first_layers_send_no_tokens():
         ep.append(sum(c.bytes for c in est.comm_ops if c.parallelism == "ep"))
     assert ep[0] > 0
     assert ep[1] / ep[0] == pytest.approx(27 / 26, rel=1e-9)
+
+
+def test_the_first_stage_holds_the_dense_layers():
+    """DeepSeek-V3 on 9 pipeline stages: 61 + 2 = 63 = 9 x 7, so the first stage holds the
+    embedding and layers 0-5 (3 dense of 583,483,392 parameters, 3 MoE of 11,507,286,016), a
+    middle stage 7 MoE layers. Weights per GPU (ZeRO 0, tp = ep = 1) are in the ratio of those
+    parameters: (7 x 11,507,286,016) / (926,679,040 + 3 x 583,483,392 + 3 x 11,507,286,016);
+    the mean layer (10,970,049,821) would have put 6 of them on the first stage."""
+    from willitscale.step.evaluate import evaluate
+    from willitscale.workload.stages import stage_dense_layers
+
+    sc = build_scenario({"model": V3, "gpu": "h100-sxm", "nodes": 9, "gpus_per_node": 8, "pp": 9,
+                         "zero": 0, "micro_batch": 1, "seq_len": S, "global_batch": 72,
+                         "recompute": "full"})
+    mem = evaluate(sc, PlanBatch.from_plans([sc.plan]), memory_only=True).memory
+    first, middle = 926_679_040 + 3 * 583_483_392 + 3 * 11_507_286_016, 7 * 11_507_286_016
+    assert mem.weights[0, 1] / mem.weights[0, 0] == pytest.approx(middle / first, rel=1e-12)
+    # the spread when the first stage has no room for all the dense layers: 2 of 5 on it,
+    # the other 3 over the remaining 8 layers in proportion (4 + 4 -> 1.5 each)
+    np.testing.assert_allclose(stage_dense_layers(5, 10, np.array([[2.0, 4.0, 4.0]])), [[2.0, 1.5, 1.5]])

@@ -37,9 +37,10 @@ from willitscale.workload.params import (
     embedding_params_per_tp_rank,
     head_params_per_tp_rank,
     layer_params_per_tp_rank,
+    routed_expert_params_per_tp_rank,
 )
 from willitscale.workload.recompute import layer_share
-from willitscale.workload.stages import stage_counts, stage_flags, stage_layers
+from willitscale.workload.stages import stage_counts, stage_dense_layers, stage_flags, stage_layers
 
 __all__ = ["run"]
 
@@ -84,9 +85,26 @@ def _params(ctx, b, st):
     expert_layer = np.where(moe_split, expert / ep, 0.0)
     emb_t = np.asarray(embedding_params_per_tp_rank(model, tp), dtype=float)
     head_t = np.asarray(head_params_per_tp_rank(model, tp), dtype=float)
-    dense = (st.layers * dense_layer[:, None] + st.emb * emb_t[:, None] + st.head * head_t[:, None]
+    dense_layers, expert_layers = st.layers * dense_layer[:, None], st.layers * expert_layer[:, None]
+    if model.is_moe and model.dense_layers:
+        dense_layers, expert_layers = _dense_first_params(model, tp, ep, st.layers)
+    dense = (dense_layers + st.emb * emb_t[:, None] + st.head * head_t[:, None]
              + st.copy * (t.token_embedding / tp)[:, None])
-    return dense, st.layers * expert_layer[:, None], (dense_layer + expert_layer)[:, None]
+    return dense, expert_layers, (dense_layer + expert_layer)[:, None]
+
+
+def _dense_first_params(model, tp, ep, layers):
+    """(dense, expert) parameters of each column's layers when the first layers are dense: each
+    column's dense-first and MoE layers counted as what they are (the first stage holds the
+    dense ones), routed experts divided over ``ep`` when ``ep > 1``."""
+    d = stage_dense_layers(model.dense_layers, model.layers, layers)
+    moe = layers - d
+    routed = np.asarray(routed_expert_params_per_tp_rank(model, tp), dtype=float)[:, None]
+    moe_layer = np.asarray(layer_params_per_tp_rank(model, tp, kind="moe"), dtype=float)[:, None]
+    dense_layer = np.asarray(layer_params_per_tp_rank(model, tp, kind="dense"), dtype=float)[:, None]
+    split = (ep > 1)[:, None]
+    dense = d * dense_layer + moe * np.where(split, moe_layer - routed, moe_layer)
+    return dense, moe * np.where(split, routed / ep[:, None], 0.0)
 
 
 def _compute(ctx, b, st, detail: bool = False):

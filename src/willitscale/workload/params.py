@@ -52,6 +52,7 @@ __all__ = [
     "routed_expert_params",
     "layer_fixed_params",
     "layer_params_per_tp_rank",
+    "routed_expert_params_per_tp_rank",
     "tp_divides_shape",
     "embedding_params_per_tp_rank",
     "head_params_per_tp_rank",
@@ -243,13 +244,14 @@ def tp_divides_shape(model: Transformer, tp):
     return bool(ok) if np.ndim(ok) == 0 else ok
 
 
-def layer_params_per_tp_rank(model: Transformer, tp=1):
+def layer_params_per_tp_rank(model: Transformer, tp=1, kind: str = "mean"):
     """Parameters of one layer held by one of ``tp`` tensor-parallel ranks (Megatron layout).
 
     Column-parallel q/k/v and MLP up (and gate) projections are split with their biases;
     row-parallel output and MLP down projections split their weight but replicate their bias;
     norms, QK-norms, the MoE router, the shared-expert gate and MLA's down projections are
-    replicated; K/V are replicated when ``kv_heads < tp``. The mean layer when layers differ.
+    replicated; K/V are replicated when ``kv_heads < tp``. ``kind``: the mean layer (``mean``),
+    a dense-first layer (``dense``) or a MoE layer with its router (``moe``).
     ``tp`` may be a numpy array; the result is float (a fractional count means ``tp`` does
     not divide the shape).
     """
@@ -268,14 +270,29 @@ def layer_params_per_tp_rank(model: Transformer, tp=1):
     def mlp(f):  # one MLP of width f on one rank: matrices split, the down bias replicated
         return ((up + 1) * h * f + up * f * model.mlp_bias) / t + h * model.mlp_bias
 
-    n_moe = model.moe_layers
-    mlps = (model.layers - n_moe) * mlp(model.dense_ffn)
-    if n_moe:
+    norms = model.layer_norms * norm_params(model)
+    dense_mlp = mlp(model.dense_ffn)
+    moe_mlp = 0.0
+    if model.is_moe:
         shared = mlp(model.moe_shared_ffn) if model.moe_shared_ffn else 0.0
-        mlps = mlps + n_moe * (model.moe_experts * mlp(model.ffn_hidden) + shared
-                               + h * model.moe_shared_gate)
+        moe_mlp = model.moe_experts * mlp(model.ffn_hidden) + shared + h * model.moe_shared_gate
+    if kind == "dense":
+        return float_or_array(attention + dense_mlp + norms)
+    if kind == "moe":
+        return float_or_array(attention + moe_mlp + norms + h * model.moe_experts)
+    n_moe = model.moe_layers
+    mlps = (model.layers - n_moe) * dense_mlp + n_moe * moe_mlp
     result = attention + mlps / model.layers + layer_fixed_params(model)
     return float_or_array(result)
+
+
+def routed_expert_params_per_tp_rank(model: Transformer, tp=1):
+    """Routed experts' parameters of one MoE layer on one of ``tp`` tensor-parallel ranks (what
+    expert parallelism then divides by ``ep``); 0 for a dense model."""
+    t = np.asarray(tp, dtype=float)
+    h, f, up = model.hidden, model.ffn_hidden, 2 if model.gated_mlp else 1
+    one = ((up + 1) * h * f + up * f * model.mlp_bias) / t + h * model.mlp_bias
+    return float_or_array(model.moe_experts * one * np.ones_like(t))
 
 
 def embedding_params_per_tp_rank(model: Transformer, tp=1):

@@ -31,7 +31,8 @@ import numpy as np
 from willitscale.workload.flops import RECOMPUTE, training_flops
 from willitscale.workload.params import param_count
 
-__all__ = ["ModelTerms", "model_terms", "stage_layers", "stage_counts", "stage_flags"]
+__all__ = ["ModelTerms", "model_terms", "stage_layers", "stage_counts", "stage_flags",
+           "stage_dense_layers"]
 
 #: index of each recomputation mode in :attr:`ModelTerms.recompute_token`
 RECOMPUTE_INDEX = {name: i for i, name in enumerate(RECOMPUTE)}
@@ -138,3 +139,15 @@ def stage_layers(layers: int, pp):
     per = np.where(uniform, layers / p, (layers + 2) / p)
     edge = np.where(uniform, per, per - 1)
     return np.stack([edge, per, edge], axis=-1), uniform | balanced
+
+
+def stage_dense_layers(dense_layers: int, layers: int, per_column):
+    """Dense-first layers each column holds (shape of ``per_column``, the layers per column):
+    the first stage holds the model's first layers, so as many of them as it has room for;
+    the rest are spread over the other columns in proportion to their layers (exact when the
+    first stage holds them all, as DeepSeek-V3's 3 do on any split of its 61 layers)."""
+    n = np.asarray(per_column, dtype=float)
+    first = np.minimum(float(dense_layers), n[..., 0])
+    rest_layers = layers - n[..., 0]
+    share = np.where(rest_layers > 0, (dense_layers - first) / np.maximum(rest_layers, 1.0), 0.0)
+    return np.concatenate([first[..., None], n[..., 1:] * share[..., None]], axis=-1)

@@ -9,6 +9,28 @@ Bias switches: ``bias`` is the default for every linear layer; ``qkv_bias``, ``a
 and ``mlp_bias`` override it for one part (None = follow ``bias``). Qwen2 is ``bias = false,
 qkv_bias = true``; a Llama config with ``attention_bias = true`` is ``qkv_bias = attn_out_bias
 = true``. The LM head and the MoE router never have a bias in the supported families.
+
+Beyond the Llama shape (Hugging Face families of :mod:`.hf` and :mod:`.hf_families`):
+
+* **Multi-head latent attention** (DeepSeek-V2/V3, ``kv_lora_rank`` set): keys and values are
+  rebuilt per head from a shared latent of ``kv_lora_rank`` (plus a rotary key of
+  ``rope_head_dim`` shared by all heads), queries go through a ``q_lora_rank`` bottleneck (or one
+  projection when it is None); ``head_dim`` is the query/key head (nope + rope part) and
+  ``v_head_dim`` the value head (DeepSeek-V2 section 2.1, arXiv:2405.04434).
+* **Shared experts and dense-first layers** (DeepSeek-MoE, Qwen2-MoE): every MoE layer also runs
+  a dense gated MLP of ``moe_shared_ffn`` (all shared experts together) for every token; the first
+  ``dense_layers`` layers have a dense MLP of ``dense_ffn`` instead of experts.
+* **QK-norm** (Qwen3, Gemma 3: an RMSNorm over each head's ``head_dim``; OLMo 2: over the whole
+  ``q_dim`` and ``kv_dim``), **four norms per layer** (Gemma 2/3's sandwich), **a sliding window
+  on some layers only** (``window_layers``: Gemma 2 every other layer, Gemma 3 five in six).
+
+Per-layer quantities of a model whose layers differ (dense-first MoE, windows on some layers)
+are the **mean over its layers** (:mod:`.params`, :mod:`.flops`, the per-op compute and the
+activations): exact for the whole model's parameters and FLOPs. A pipeline stage's parameters
+(weights, gradients, optimizer state) count the dense-first layers it really holds (the first
+stage's, :func:`willitscale.workload.stages.stage_dense_layers`); its compute, activations and
+gradient buckets are its layers times the mean layer (a named approximation: DeepSeek-V3's
+dense and MoE layers run nearly the same FLOPs per token, 2 x 583M and 2 x 585M).
 """
 
 from __future__ import annotations
