@@ -155,3 +155,18 @@ def test_the_first_stage_holds_the_dense_layers():
     # the spread when the first stage has no room for all the dense layers: 2 of 5 on it,
     # the other 3 over the remaining 8 layers in proportion (4 + 4 -> 1.5 each)
     np.testing.assert_allclose(stage_dense_layers(5, 10, np.array([[2.0, 4.0, 4.0]])), [[2.0, 1.5, 1.5]])
+
+
+def test_the_first_stage_gradient_buckets_hold_its_dense_layers():
+    """The first of 9 stages of DeepSeek-V3 (6 layers and the embedding, tp = ep = 1): its
+    gradient buckets hold 926,679,040 + 3 x 583,483,392 + 3 x 11,507,286,016 parameters (fp32
+    gradients: 4 bytes each), a middle stage's 7 x 11,507,286,016."""
+    from willitscale.step.data import stage_buckets
+
+    m = load_hf_config(V3)
+    grad = 4
+    cap = 25 * 2**20
+    first = stage_buckets(m, S, True, (6, 1, 0, 0, 1, 1, 0), 0.0, grad, cap, cap)
+    middle = stage_buckets(m, S, True, (7, 0, 0, 0, 1, 1, 0), 0.0, grad, cap, cap)
+    assert float(np.sum(first[0] + first[1])) == 4 * (926_679_040 + 3 * 583_483_392 + 3 * 11_507_286_016)
+    assert float(np.sum(middle[0] + middle[1])) == 4 * 7 * 11_507_286_016

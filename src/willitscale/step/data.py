@@ -19,6 +19,7 @@ the plans sharing one are scheduled together as rows of one array.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -73,8 +74,13 @@ def _stage_layout(model, seq_len: int, flash: bool, recompute: str, layers: int,
                   head: bool, copy: bool, tp: int, ep: int):
     """(dense params, expert params, ready fraction) per tensor, in ready order: the head's
     (last stage), every layer's from the last to the first, the embeddings' (first stage)."""
-    d_layer, e_layer, w_layer, head_flops, counts = _layer_pattern(model, seq_len, flash,
-                                                                   recompute, tp, ep)
+    runs = [(model, layers)]
+    kinds = _layer_kinds(model)
+    if kinds is not None:  # MoE layers, then (earlier, so ready later) the first stage's dense ones
+        dense = min(model.dense_layers, layers) if emb else 0
+        runs = [(kinds[1], layers - dense), (kinds[0], dense)]
+    patterns = [(_layer_pattern(m, seq_len, flash, recompute, tp, ep), n) for m, n in runs]
+    _, _, _, head_flops, counts = patterns[0][0]
     first, last = [], []
     if head:
         lm = counts.lm_head / tp if counts.lm_head else (counts.token_embedding / tp if copy else 0.0)
@@ -83,15 +89,31 @@ def _stage_layout(model, seq_len: int, flash: bool, recompute: str, layers: int,
         last = [(counts.position_embedding, 0.0, 0.0), (counts.embedding_norm, 0.0, 0.0),
                 (counts.token_embedding / tp, 0.0, 0.0)]
     ends = lambda items, i: np.array([float(x[i]) for x in items])  # noqa: E731
-    d = np.concatenate([ends(first, 0), np.tile(d_layer, layers), ends(last, 0)])
-    e = np.concatenate([ends(first, 1), np.tile(e_layer, layers), ends(last, 1)])
-    done = np.cumsum(np.concatenate([ends(first, 2), np.tile(w_layer, layers), ends(last, 2)]))
+    tiles = lambda i: [np.tile(p[i], n) for p, n in patterns]  # noqa: E731
+    d = np.concatenate([ends(first, 0), *tiles(0), ends(last, 0)])
+    e = np.concatenate([ends(first, 1), *tiles(1), ends(last, 1)])
+    done = np.cumsum(np.concatenate([ends(first, 2), *tiles(2), ends(last, 2)]))
     fraction = done / done[-1] if done[-1] > 0 else np.ones_like(done)
     keep = (d + e) > 0
     return d[keep], e[keep], np.clip(fraction[keep], 0.0, 1.0)
 
 
 StageKey = tuple  # (layers, emb, head, copy, tp, ep, recompute index)
+
+
+@lru_cache(maxsize=64)
+def _layer_kinds(model):
+    """``(dense-first layer, MoE layer)`` shapes of a model whose first layers are dense (the
+    same model with every layer of one kind: its per-layer pattern is that layer's), else None.
+    The first pipeline stage holds the dense layers (as many as it has layers); a stage after
+    it is taken as all MoE (off by the dense layers that do not fit on the first stage, none for
+    DeepSeek-V3 unless a stage holds fewer than 3 layers)."""
+    if not (model.is_moe and model.dense_layers):
+        return None
+    moe = replace(model, dense_layers=0, dense_ffn=None)
+    dense = replace(model, moe_experts=0, moe_top_k=0, moe_shared_ffn=0, moe_shared_gate=False,
+                    dense_layers=0, ffn_hidden=model.dense_ffn, dense_ffn=None)
+    return dense, moe
 
 
 @lru_cache(maxsize=4096)
