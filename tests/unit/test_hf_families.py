@@ -323,3 +323,12 @@ def test_torchtitan_deepseek_v3_671b_flavor_is_the_catalog_model():
     job = {"model": {"name": "deepseek_v3", "flavor": "671B"},
            "parallelism": {"expert_parallel_degree": 8}, "training": {"local_batch_size": 1}}
     assert torchtitan_settings(job, "job.toml")["model"] == "deepseek-v3"
+
+
+def test_gemma3_without_a_text_table_is_named():
+    config = json.loads((HF / "gemma-3-27b.json").read_text())
+    with pytest.raises(ConfigError, match="text_config"):
+        transformer_from_hf(config | {"text_config": 5}, "x")
+    del config["text_config"]
+    with pytest.raises(ConfigError, match="text_config"):
+        transformer_from_hf(config, "x")

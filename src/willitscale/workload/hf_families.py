@@ -128,13 +128,13 @@ def _deepseek(t: Table, llama_like) -> dict[str, Any]:
     first = t.int("first_k_dense_replace", 0, min=0)
     freq = t.int("moe_layer_freq", 1, min=1)
     moe_layers = sum(1 for i in range(layers) if i >= first and i % freq == 0) if routed else 0
-    moe_width = t.int("moe_intermediate_size", min=1) if routed else None
     shape |= dict(kv_heads=heads, head_dim=nope + rope, v_head_dim=t.int("v_head_dim", min=1),
                   q_lora_rank=_optional_int(t, "q_lora_rank"),
                   kv_lora_rank=t.int("kv_lora_rank", min=1), rope_head_dim=rope,
                   qkv_bias=t.bool("attention_bias", False), attn_out_bias=t.bool("attention_bias", False))
     if not moe_layers:
         return shape
+    moe_width = t.int("moe_intermediate_size", min=1)
     shared = _optional_int(t, "n_shared_experts") or 0
     dense = layers - moe_layers
     return shape | dict(ffn_hidden=moe_width,
@@ -183,7 +183,12 @@ def _with_defaults(t: Table, defaults: dict[str, Any]) -> Table:
 
 def _gemma3_text_config(t: Table) -> Table:
     """The language model's table of a ``gemma3`` (vision + text) config: ``text_config``."""
-    text = t.get("text_config", lambda v: v if isinstance(v, dict) else int("x"), "a table")
+    def table(v: Any) -> dict[str, Any]:
+        if not isinstance(v, dict):
+            raise TypeError
+        return v
+
+    text = t.get("text_config", table, "a table")
     return Table(_GEMMA3_TEXT_DEFAULTS | text, f"{t.where}: text_config")
 
 
