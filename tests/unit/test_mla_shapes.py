@@ -170,3 +170,81 @@ def test_the_first_stage_gradient_buckets_hold_its_dense_layers():
     middle = stage_buckets(m, S, True, (7, 0, 0, 0, 1, 1, 0), 0.0, grad, cap, cap)
     assert float(np.sum(first[0] + first[1])) == 4 * (926_679_040 + 3 * 583_483_392 + 3 * 11_507_286_016)
     assert float(np.sum(middle[0] + middle[1])) == 4 * 7 * 11_507_286_016
+
+
+def _random_shapes():
+    from hypothesis import strategies as st
+
+    from willitscale.workload.transformer import Transformer
+
+    @st.composite
+    def shape(draw):
+        layers = draw(st.integers(2, 12))
+        heads = draw(st.sampled_from([2, 4, 8]))
+        experts = draw(st.sampled_from([0, 4, 8]))
+        mla = draw(st.booleans())
+        fields = dict(name="r", layers=layers, hidden=heads * 16, heads=heads, vocab=97,
+                      gated_mlp=draw(st.booleans()), position="rope", norm="rmsnorm", bias=False,
+                      ffn_hidden=draw(st.sampled_from([32, 48, 64])),
+                      layer_norms=draw(st.sampled_from([2, 4])), tied_embeddings=draw(st.booleans()))
+        if mla:
+            fields |= dict(kv_lora_rank=draw(st.sampled_from([8, 16])), head_dim=24, rope_head_dim=8,
+                           v_head_dim=draw(st.sampled_from([16, 24])),
+                           q_lora_rank=draw(st.sampled_from([None, 12])))
+        else:
+            fields |= dict(qk_norm=draw(st.sampled_from(["none", "head", "full"])))
+        if experts:
+            fields |= dict(moe_experts=experts, moe_top_k=draw(st.integers(1, experts)),
+                           moe_shared_ffn=(shared := draw(st.sampled_from([0, 32]))),
+                           moe_shared_gate=bool(shared) and draw(st.booleans()),
+                           dense_layers=draw(st.integers(0, layers)), dense_ffn=96)
+        return Transformer(**fields)
+
+    return shape()
+
+
+def test_layer_kinds_and_the_mean_layer_add_up_to_the_model():
+    """For random MLA / MoE / dense-first shapes: layers x the mean layer on one rank, and the
+    dense-first and MoE layers counted by kind, are both the model's layers_total; tp ranks hold
+    at least the whole layer between them."""
+    from hypothesis import given, settings
+
+    @settings(max_examples=60, deadline=None)
+    @given(_random_shapes())
+    def check(m):
+        p = param_count(m)
+        assert m.layers * layer_params_per_tp_rank(m, 1) == pytest.approx(p.layers_total, rel=1e-12)
+        dense = m.layers - m.moe_layers
+        by_kind = dense * layer_params_per_tp_rank(m, 1, kind="dense") + m.moe_layers * (
+            layer_params_per_tp_rank(m, 1, kind="moe"))
+        assert by_kind == pytest.approx(p.layers_total, rel=1e-12)
+        assert 2 * layer_params_per_tp_rank(m, 2) >= p.per_layer - 1e-6
+
+    check()
+
+
+def test_per_op_gemms_execute_the_workload_flops_for_random_shapes():
+    """The per-op model's linear GEMMs and attention kernel run exactly training_flops' forward
+    FLOPs (causal) for random MLA / MoE / dense-first / QK-norm shapes, tp = ep = 1."""
+    from dataclasses import replace
+
+    from hypothesis import given, settings
+
+    from willitscale.compute.model import layer_spec
+
+    base = build_scenario({"model": "llama3-8b", "gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 1,
+                           "micro_batch": 1, "seq_len": 256, "global_batch": 1})
+
+    @settings(max_examples=25, deadline=None)
+    @given(_random_shapes())
+    def check(m):
+        sc = replace(base, model=m)
+        ops = op_costs(layer_spec(sc), PlanBatch.from_plans([sc.plan]), detail=True).ops
+        layer = training_flops(m, 256, causal=True).layer_forward
+        gemms = sum(float(np.sum(o.flops)) for o in ops if o.kind == "gemm" and o.name != "LM head")
+        linear = float(layer.qkv + layer.attention_output + layer.mlp + layer.router)
+        assert gemms == pytest.approx(256 * linear, rel=1e-12)
+        core = sum(float(np.sum(o.flops)) for o in ops if o.name == "attention core")
+        assert core == pytest.approx(256 * float(layer.scores + layer.values), rel=1e-12)
+
+    check()

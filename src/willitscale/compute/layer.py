@@ -123,6 +123,7 @@ class LayerSpec:
     kv_lora: int = 0  #: MLA when > 0: the key-value latent's rank
     rope_head_dim: int = 0  #: MLA: the rotary part of head_dim (its key shared by the heads)
     shared_ffn: int = 0  #: MoE: the shared experts' total MLP width
+    shared_gate: bool = False  #: MoE: the shared expert's hidden -> 1 gate (Qwen2-MoE)
     dense_ffn: int = 0  #: MoE: the dense-first layers' MLP width
     moe_share: float = 1.0  #: MoE: the share of layers that are MoE (the rest dense-first)
     qk_norm: str = "none"  #: none, head or full (workload.transformer.QK_NORMS)
@@ -284,6 +285,8 @@ def _mlp_ops(spec: LayerSpec, T, t, ep, ws) -> list[OpTime]:
     local = spec.experts / np.asarray(ep, dtype=float)
     per_expert = T * spec.top_k / local
     ops = _linear(spec, "router", T, h, float(spec.experts), calls=share, weight_share=ws)
+    if spec.shared_gate:
+        ops += _linear(spec, "shared expert gate", T, h, 1.0, calls=share, weight_share=ws)
     ops += _linear(spec, "MLP up", per_expert, h, up * f / t, calls=local * share, weight_share=ws)
     inner = share * spec.top_k * f + share * spec.shared_ffn + (1.0 - share) * spec.dense_ffn
     ops.append(_mem(spec, "activation", act, T * inner / t))

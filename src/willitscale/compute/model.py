@@ -65,7 +65,8 @@ def _extended_shape(model) -> dict:
     """The LayerSpec fields of MLA, shared experts, dense-first layers, QK-norm and sandwich norms."""
     return dict(v_head_dim=model.v_head_dim, q_lora=model.q_lora_rank or 0,
                 kv_lora=model.kv_lora_rank or 0, rope_head_dim=model.rope_head_dim,
-                shared_ffn=model.moe_shared_ffn, dense_ffn=model.dense_ffn,
+                shared_ffn=model.moe_shared_ffn, shared_gate=model.moe_shared_gate,
+                dense_ffn=model.dense_ffn,
                 moe_share=model.moe_layers / model.layers if model.is_moe else 1.0,
                 qk_norm=model.qk_norm, norms=model.layer_norms)
 
