@@ -332,3 +332,14 @@ def test_gemma3_without_a_text_table_is_named():
     del config["text_config"]
     with pytest.raises(ConfigError, match="text_config"):
         transformer_from_hf(config, "x")
+
+
+def test_phi3_long_context_keeps_its_pretraining_length():
+    """Phi-3-mini-128k: max_position_embeddings 131072, original_max_position_embeddings 4096 at
+    the top level (LongRoPE), sliding_window 262144 (above any sequence: no window)."""
+    config = json.loads((HF / "phi-3-mini-4k.json").read_text()) | {
+        "max_position_embeddings": 131072, "sliding_window": 262144,
+        "rope_scaling": {"type": "longrope", "long_factor": [1.0], "short_factor": [1.0]}}
+    m = transformer_from_hf(config, "x")
+    assert (m.max_positions, m.seq_len) == (131072, 4096)
+    assert param_count(m).total == 3_821_079_552

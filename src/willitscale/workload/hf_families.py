@@ -193,7 +193,13 @@ def _gemma3_text_config(t: Table) -> Table:
 
 
 def _phi3(t: Table, llama_like) -> dict[str, Any]:
-    return _base(t, llama_like) | dict(sliding_window=_optional_int(t, "sliding_window"))
+    shape = _base(t, llama_like) | dict(sliding_window=_optional_int(t, "sliding_window"))
+    # the 128K models keep their pretraining length at the top level (LongRoPE's scaling table
+    # holds none): Phi-3-mini-128k 4,096 of 131,072
+    original = _optional_int(t, "original_max_position_embeddings")
+    if original is not None and original < shape["max_positions"]:
+        shape["seq_len"] = original
+    return shape
 
 
 def _olmo2(t: Table, llama_like) -> dict[str, Any]:
