@@ -226,7 +226,7 @@ def layer_ops(spec: LayerSpec, *, tokens, tp, cp, sequence_parallel, ep, micro_b
     ws = 1.0 / np.asarray(micro_batches, dtype=float)
     t = np.asarray(tp, dtype=float)
     T = np.asarray(tokens, dtype=float)
-    h, q = spec.hidden, spec.q_dim
+    h = spec.hidden
     norm_tokens = np.where(np.asarray(sequence_parallel, dtype=bool), T / t, T)
     ops = [_mem(spec, "input norm", "norm", norm_tokens * h)]
     ops += _projections(spec, T, t, ws, norm_tokens)

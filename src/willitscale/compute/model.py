@@ -149,7 +149,8 @@ def op_costs(spec: LayerSpec, batch, *, detail: bool = False) -> OpCosts:
         layer_fwd=b(_sum(layer, "fwd")), layer_bwd=b(_sum(layer, "bwd")),
         layer_recompute=rec[mode, np.arange(len(mode))], head_fwd=b(_sum(head, "fwd")),
         head_bwd=b(_sum(head, "bwd")), emb_fwd=b(_sum(emb, "fwd")), emb_bwd=b(_sum(emb, "bwd")),
-        wgrad_qkv=b(sum(_named(layer, n, "wgrad") for n in _PROJECTIONS)), wgrad_fc1=b(_named(layer, "MLP up", "wgrad")),
+        wgrad_qkv=b(sum(_named(layer, n, "wgrad") for n in _PROJECTIONS)),
+        wgrad_fc1=b(_named(layer, "MLP up", "wgrad")),
         wgrad_head=b(_named(head, "LM head", "wgrad")),
         attention_fwd=b(_named(layer, "attention core", "fwd")), kinds=kinds,
         ops=tuple(layer + head + emb) if detail else ())
