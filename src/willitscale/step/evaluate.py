@@ -86,17 +86,17 @@ def _params(ctx, b, st):
     emb_t = np.asarray(embedding_params_per_tp_rank(model, tp), dtype=float)
     head_t = np.asarray(head_params_per_tp_rank(model, tp), dtype=float)
     dense_layers, expert_layers = st.layers * dense_layer[:, None], st.layers * expert_layer[:, None]
-    if model.is_moe and model.dense_layers:
-        dense_layers, expert_layers = _dense_first_params(model, tp, ep, st.layers)
+    if model.is_moe:
+        dense_layers, expert_layers = _moe_params(model, tp, ep, st.layers)
     dense = (dense_layers + st.emb * emb_t[:, None] + st.head * head_t[:, None]
              + st.copy * (t.token_embedding / tp)[:, None])
     return dense, expert_layers, (dense_layer + expert_layer)[:, None]
 
 
-def _dense_first_params(model, tp, ep, layers):
-    """(dense, expert) parameters of each column's layers when the first layers are dense: each
-    column's dense-first and MoE layers counted as what they are (the first stage holds the
-    dense ones), routed experts divided over ``ep`` when ``ep > 1``."""
+def _moe_params(model, tp, ep, layers):
+    """(dense, expert) parameters of each column's layers of a mixture of experts: its
+    dense-first and MoE layers counted as what they are (the first stage holds the dense ones),
+    the routed experts' share on each rank exact (divided over ``ep`` when ``ep > 1``)."""
     d = stage_dense_layers(model.dense_layers, model.layers, layers)
     moe = layers - d
     routed = np.asarray(routed_expert_params_per_tp_rank(model, tp), dtype=float)[:, None]
