@@ -248,3 +248,28 @@ def test_per_op_gemms_execute_the_workload_flops_for_random_shapes():
         assert core == pytest.approx(256 * float(layer.scores + layer.values), rel=1e-12)
 
     check()
+
+
+def test_stage_activations_count_dense_and_moe_layers_as_what_they_are():
+    """DeepSeek-V3 on 9 stages, no recomputation, one micro-batch in flight per stage counted
+    apart: the first stage keeps 3 dense-layer and 3 MoE-layer activations (plus the
+    embedding's), a middle stage 7 MoE layers', each as activation_memory counts that layer."""
+    from dataclasses import replace
+
+    from willitscale.step.evaluate import evaluate
+
+    m = load_hf_config(V3)
+    sc = build_scenario({"model": V3, "gpu": "h100-sxm", "nodes": 9, "gpus_per_node": 8, "pp": 9,
+                         "zero": 0, "micro_batch": 1, "seq_len": S, "global_batch": 72,
+                         "recompute": "none"})
+    mem = evaluate(sc, PlanBatch.from_plans([sc.plan]), memory_only=True).memory
+    dense = activation_memory(replace(m, moe_experts=0, moe_top_k=0, moe_shared_ffn=0,
+                                      dense_layers=0, ffn_hidden=18432, dense_ffn=None), S, 1)
+    moe = activation_memory(replace(m, dense_layers=0, dense_ffn=None), S, 1)
+    mean = activation_memory(m, S, 1)
+    first = 3 * dense.per_layer + 3 * moe.per_layer + mean.embedding
+    ratio = mem.activations[0, 1] / mem.activations[0, 0]
+    in_flight = ratio * first / (7 * moe.per_layer)  # middle over first, per micro-batch in flight
+    assert moe.per_layer > dense.per_layer
+    # 1F1B: the first stage holds pp micro-batches in flight, the second pp - 1
+    assert in_flight == pytest.approx(8 / 9, rel=1e-9)

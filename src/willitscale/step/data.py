@@ -19,7 +19,6 @@ the plans sharing one are scheduled together as rows of one array.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -28,6 +27,7 @@ from willitscale.collectives.lines import line_time
 from willitscale.step.buckets import assign_buckets, bucket_totals, uniform_bucket_runs
 from willitscale.step.gradients import layer_gradient_groups
 from willitscale.workload.flops import RECOMPUTE, training_flops
+from willitscale.workload.stages import layer_kinds
 from willitscale.workload.params import (
     attention_params,
     layer_fixed_params,
@@ -73,9 +73,12 @@ def _layer_pattern(model, seq_len: int, flash: bool, recompute: str, tp: int, ep
 def _stage_layout(model, seq_len: int, flash: bool, recompute: str, layers: int, emb: bool,
                   head: bool, copy: bool, tp: int, ep: int):
     """(dense params, expert params, ready fraction) per tensor, in ready order: the head's
-    (last stage), every layer's from the last to the first, the embeddings' (first stage)."""
+    (last stage), every layer's from the last to the first, the embeddings' (first stage). With
+    dense-first layers the first stage holds them (as many as it has layers) and a later stage
+    is all MoE layers (off by the dense layers that do not fit on the first stage: none for
+    DeepSeek-V3 unless a stage holds fewer than 3 layers)."""
     runs = [(model, layers)]
-    kinds = _layer_kinds(model)
+    kinds = layer_kinds(model)
     if kinds is not None:  # MoE layers, then (earlier, so ready later) the first stage's dense ones
         dense = min(model.dense_layers, layers) if emb else 0
         runs = [(kinds[1], layers - dense), (kinds[0], dense)]
@@ -99,21 +102,6 @@ def _stage_layout(model, seq_len: int, flash: bool, recompute: str, layers: int,
 
 
 StageKey = tuple  # (layers, emb, head, copy, tp, ep, recompute index)
-
-
-@lru_cache(maxsize=64)
-def _layer_kinds(model):
-    """``(dense-first layer, MoE layer)`` shapes of a model whose first layers are dense (the
-    same model with every layer of one kind: its per-layer pattern is that layer's), else None.
-    The first pipeline stage holds the dense layers (as many as it has layers); a stage after
-    it is taken as all MoE (off by the dense layers that do not fit on the first stage, none for
-    DeepSeek-V3 unless a stage holds fewer than 3 layers)."""
-    if not (model.is_moe and model.dense_layers):
-        return None
-    moe = replace(model, dense_layers=0, dense_ffn=None)
-    dense = replace(model, moe_experts=0, moe_top_k=0, moe_shared_ffn=0, moe_shared_gate=False,
-                    dense_layers=0, ffn_hidden=model.dense_ffn, dense_ffn=None)
-    return dense, moe
 
 
 @lru_cache(maxsize=4096)

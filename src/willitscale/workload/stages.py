@@ -24,7 +24,8 @@ all-reduce of its gradient between the first and last stages).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from willitscale.workload.flops import RECOMPUTE, training_flops
 from willitscale.workload.params import param_count
 
 __all__ = ["ModelTerms", "model_terms", "stage_layers", "stage_counts", "stage_flags",
-           "stage_dense_layers"]
+           "stage_dense_layers", "layer_kinds"]
 
 #: index of each recomputation mode in :attr:`ModelTerms.recompute_token`
 RECOMPUTE_INDEX = {name: i for i, name in enumerate(RECOMPUTE)}
@@ -151,3 +152,16 @@ def stage_dense_layers(dense_layers: int, layers: int, per_column):
     rest_layers = layers - n[..., 0]
     share = np.where(rest_layers > 0, (dense_layers - first) / np.maximum(rest_layers, 1.0), 0.0)
     return np.concatenate([first[..., None], n[..., 1:] * share[..., None]], axis=-1)
+
+
+@lru_cache(maxsize=64)
+def layer_kinds(model):
+    """``(dense-first layer, MoE layer)`` shapes of a mixture of experts whose first layers are
+    dense: the same model with every layer of one kind, so that a per-layer count of it is that
+    layer's; None for any other model."""
+    if not (model.is_moe and model.dense_layers):
+        return None
+    moe = replace(model, dense_layers=0, dense_ffn=None)
+    dense = replace(model, moe_experts=0, moe_top_k=0, moe_shared_ffn=0, moe_shared_gate=False,
+                    dense_layers=0, ffn_hidden=model.dense_ffn, dense_ffn=None)
+    return dense, moe
