@@ -273,3 +273,29 @@ def test_stage_activations_count_dense_and_moe_layers_as_what_they_are():
     assert moe.per_layer > dense.per_layer
     # 1F1B: the first stage holds pp micro-batches in flight, the second pp - 1
     assert in_flight == pytest.approx(8 / 9, rel=1e-9)
+
+
+def test_stage_compute_counts_dense_and_moe_layers_as_what_they_are():
+    """The per-op model times DeepSeek-V2-Lite's dense-first and MoE layers each with its own op
+    list. On one stage (all 27 layers) that is the mean layer's time x 27 (the mean layer's ops
+    are the kinds' ops weighted by their share: 1/27 dense, 26/27 MoE); on 3 stages of 9 layers
+    the first holds the dense layer, so a later stage (9 MoE layers) runs longer than the mean
+    layer x 9 says, since a MoE layer here is slower than the dense one."""
+    from dataclasses import replace
+
+    from willitscale.step.evaluate import run
+
+    lite = str(HF / "deepseek-v2-lite.json")
+    base = {"model": lite, "gpu": "h100-sxm", "nodes": 1, "gpus_per_node": 8, "micro_batch": 1,
+            "seq_len": S, "global_batch": 64, "zero": 1, "recompute": "none", "ep": 8}
+
+    def compute(settings, kinds: bool):
+        sc = build_scenario(base | settings)
+        ctx = make_context(sc)
+        assert ctx.kind_specs is not None
+        ctx = ctx if kinds else replace(ctx, kind_specs=None)
+        return float(run(ctx, PlanBatch.from_plans([sc.plan])).compute[0])
+
+    assert compute({}, True) == pytest.approx(compute({}, False), rel=1e-9)
+    three = {"pp": 3, "nodes": 3}
+    assert compute(three, True) > compute(three, False)

@@ -9,7 +9,7 @@ the per-shape curves cost the planner almost nothing per plan.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from willitscale.compute.layer import (
 from willitscale.compute.sustained import sustained_curves, sustained_factor
 from willitscale.workload.flops import RECOMPUTE, mean_keys_per_query
 
-__all__ = ["OpCosts", "layer_spec", "op_costs"]
+__all__ = ["OpCosts", "layer_spec", "op_costs", "spec_for_model"]
 
 #: the q/k/v projection GEMMs (MLA: its down and up projections) whose weight gradients TP's
 #: backward all-reduce hides behind
@@ -59,6 +59,13 @@ def layer_spec(scenario) -> LayerSpec | None:
         kernel=kernel, curves=curves, peak=gpu.peak(scenario.dtype),
         attention_peak=gpu.peak("bf16") if "bf16" in gpu.peak_flops else gpu.peak(scenario.dtype),
         **_extended_shape(model))
+
+
+def spec_for_model(spec: LayerSpec, model) -> LayerSpec:
+    """``spec`` with another layer shape of the same model (a dense-first or MoE layer of
+    :func:`willitscale.workload.stages.layer_kinds`: the MLP and its extensions differ)."""
+    return replace(spec, ffn=model.ffn_hidden, experts=model.moe_experts, top_k=model.moe_top_k,
+                   **_extended_shape(model))
 
 
 def _extended_shape(model) -> dict:

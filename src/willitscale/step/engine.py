@@ -36,14 +36,14 @@ import numpy as np
 
 from willitscale.collectives.lines import cluster_links
 from willitscale.compute.efficiency import resolved_efficiency
-from willitscale.compute.model import layer_spec
+from willitscale.compute.model import layer_spec, spec_for_model
 from willitscale.memory.device import verdict_codes
 from willitscale.memory.frameworks import convention_table, state_bytes_table
 from willitscale.memory.stage import MemorySettings
 from willitscale.memory.state import get_convention
 from willitscale.step.data import _layer_split
 from willitscale.workload.params import layer_fixed_params
-from willitscale.workload.stages import model_terms
+from willitscale.workload.stages import layer_kinds, model_terms
 
 __all__ = ["Context", "BatchResult", "make_context", "memory_settings", "pick"]
 
@@ -69,6 +69,9 @@ class Context:
     layer_fixed: float  #: norms + router parameters of one layer (not split by tp)
     expert_share: float  #: expert MLPs' share of a layer's split parameters
     spec: object = None  #: :class:`~willitscale.compute.layer.LayerSpec` when the per-op model times compute
+    #: (dense-first layer, MoE layer) LayerSpecs of a MoE model whose first layers are dense, so
+    #: that each stage's compute counts the layers it holds; None otherwise
+    kind_specs: object = None
     flow: object = None  #: the fabric simulator's all-reduce over the whole cluster (--network flow)
 
 
@@ -86,7 +89,15 @@ def make_context(scenario) -> Context:
                    grad_bytes=scenario.ddp.grad_bytes,
                    convention=scenario.memory_convention, memory=memory_settings(scenario),
                    layer_fixed=fixed, expert_share=share,
-                   spec=spec, flow=_flow(scenario))
+                   spec=spec, kind_specs=_kind_specs(scenario, spec), flow=_flow(scenario))
+
+
+def _kind_specs(scenario, spec):
+    """The per-op specs of the two layer kinds of a dense-first MoE model (see Context)."""
+    kinds = layer_kinds(scenario.model) if spec is not None and scenario.model is not None else None
+    if kinds is None:
+        return None
+    return tuple(spec_for_model(spec, kind) for kind in kinds)
 
 
 def per_op_spec(scenario):

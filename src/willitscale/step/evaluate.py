@@ -140,28 +140,38 @@ def _compute(ctx, b, st, detail: bool = False):
 
 
 def _per_op(ctx, b, st, detail: bool):
-    """The per-op model (:mod:`willitscale.compute.model`) per column."""
+    """The per-op model (:mod:`willitscale.compute.model`) per column: each column's layers of
+    one kind (``(count per column, costs)`` runs; dense-first MoE: its dense and MoE layers)."""
     c = op_costs(ctx.spec, b, detail=detail)
+    runs = [(st.layers, c)]
+    if ctx.kind_specs is not None:
+        model = ctx.scenario.model
+        dense = stage_dense_layers(model.dense_layers, model.layers, st.layers)
+        c_dense, c_moe = (op_costs(s, b, detail=detail) for s in ctx.kind_specs)
+        runs = [(dense, c_dense), (st.layers - dense, c_moe)]
     col = lambda x: np.asarray(x)[:, None]  # noqa: E731
-    forward = st.layers * col(c.layer_fwd) + st.head * col(c.head_fwd) + st.emb * col(c.emb_fwd)
+    layers = lambda attr: sum(n * col(getattr(k, attr)) for n, k in runs)  # noqa: E731
+    forward = layers("layer_fwd") + st.head * col(c.head_fwd) + st.emb * col(c.emb_fwd)
     # the mode's rerun set on its share of the layers (FlashAttention's own rerun of Q K^T is
     # inside the attention kernel's backward)
-    backward = (st.layers * (col(c.layer_bwd) + col(c.layer_recompute) * st.share)
+    backward = (layers("layer_bwd") + layers("layer_recompute") * st.share
                 + st.head * col(c.head_bwd) + st.emb * col(c.emb_bwd))
-    kinds = {}
-    if detail:
-        k = c.kinds
-        kinds = {"forward": {n: st.layers * col(k["layer_fwd"][n]) + st.head * col(k["head_fwd"][n])
-                             + st.emb * col(k["emb_fwd"][n]) for n in k["layer_fwd"]},
-                 "backward": {n: st.layers * (col(k["layer_bwd"][n])
-                                              + col(k["layer_recompute"][n]) * st.share)
-                              + st.head * col(k["head_bwd"][n]) + st.emb * col(k["emb_bwd"][n])
-                              for n in k["layer_bwd"]},
-                 "recompute": {n: st.layers * col(k["layer_recompute"][n]) * st.share
-                               for n in k["layer_bwd"]}}
+    kinds = _per_op_kinds(c, runs, st, col) if detail else {}
     return SimpleNamespace(forward=forward, backward=backward, wgrad_qkv=c.wgrad_qkv,
                            wgrad_fc1=c.wgrad_fc1, wgrad_head=c.wgrad_head,
                            attention=c.attention_fwd, kinds=kinds, ops=c.ops)
+
+
+def _per_op_kinds(c, runs, st, col):
+    """The per-op split by op kind per column (detail only)."""
+    k = c.kinds
+    layer = lambda part, n: sum(m * col(r.kinds[part][n]) for m, r in runs)  # noqa: E731
+    return {"forward": {n: layer("layer_fwd", n) + st.head * col(k["head_fwd"][n])
+                        + st.emb * col(k["emb_fwd"][n]) for n in k["layer_fwd"]},
+            "backward": {n: layer("layer_bwd", n) + layer("layer_recompute", n) * st.share
+                         + st.head * col(k["head_bwd"][n]) + st.emb * col(k["emb_bwd"][n])
+                         for n in k["layer_bwd"]},
+            "recompute": {n: layer("layer_recompute", n) * st.share for n in k["layer_bwd"]}}
 
 
 def _places(ctx, b):

@@ -27,10 +27,11 @@ Beyond the Llama shape (Hugging Face families of :mod:`.hf` and :mod:`.hf_famili
 Per-layer quantities of a model whose layers differ (dense-first MoE, windows on some layers)
 are the **mean over its layers** (:mod:`.params`, :mod:`.flops`, the per-op compute and the
 activations): exact for the whole model's parameters and FLOPs. A pipeline stage's parameters
-(weights, gradients, optimizer state), gradient buckets and activations count the dense-first
-layers it really holds (the first stage's, :func:`willitscale.workload.stages.stage_dense_layers`);
-its compute is its layers times the mean layer (a named approximation: DeepSeek-V3's dense and
-MoE layers run nearly the same FLOPs per token, 2 x 583M and 2 x 585M).
+(weights, gradients, optimizer state), gradient buckets, activations and per-op compute count
+the dense-first layers it really holds (the first stage's,
+:func:`willitscale.workload.stages.stage_dense_layers`); a flat ``--hfu``/``--mfu`` times its
+layers at the mean layer's FLOPs (a named approximation: DeepSeek-V3's dense and MoE layers
+run nearly the same FLOPs per token, 2 x 583M and 2 x 585M).
 """
 
 from __future__ import annotations
