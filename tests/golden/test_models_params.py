@@ -45,12 +45,24 @@ ROUNDED = [
     ("gpt3-175b", 175.0e9, 0.005),  # Brown et al. 2020 Table 2.1: "175.0B"
     ("opt-175b", 175e9, 0.005),  # Zhang et al. 2022 Table 1: "175B"
     ("llama3-405b", 405e9, 0.0025),  # Dubey et al. 2024 Table 3: "405B"
+    ("deepseek-v3", 671e9, 0.00075),  # DeepSeek-V3 report (arXiv:2412.19437) abstract: "671B"
+    ("qwen3-8b", 8.2e9, 0.006),  # Qwen3-8B model card: "8.2B"
+    ("qwen3-30b-a3b", 30.5e9, 0.0016),  # Qwen3-30B-A3B model card: "30.5B"
 ]
 
 
 @pytest.mark.parametrize(("name", "published", "rel"), ROUNDED)
 def test_rounded_published_counts(name, published, rel):
     assert param_count(get_model(name)).total == pytest.approx(published, rel=rel)
+
+
+@pytest.mark.parametrize(("name", "published", "digit"), [
+    ("deepseek-v3", 37e9, 1e9),  # report abstract: "37B activated for each token"
+    ("qwen3-30b-a3b", 3.3e9, 0.1e9),  # model card: "3.3B activated"
+])
+def test_activated_counts_cut_to_their_last_digit(name, published, digit):
+    # DeepSeek and Qwen cut (do not round) activated counts: 37.55B is "37B", 3.35B "3.3B"
+    assert published <= param_count(get_model(name)).active < published + digit
 
 
 def test_mixtral_active_parameters():

@@ -37,11 +37,16 @@ def test_unknown_name_suggests():
 @pytest.mark.parametrize(("file", "catalog"), [
     ("gpt2-large.json", "gpt2-large"), ("llama2-7b.json", "llama2-7b"), ("llama3-8b.json", "llama3-8b"),
     ("mistral-7b.json", "mistral-7b"), ("qwen2-7b.json", "qwen2-7b"), ("mixtral-8x7b.json", "mixtral-8x7b"),
+    ("deepseek-v3.json", "deepseek-v3"), ("qwen3-8b.json", "qwen3-8b"),
+    ("qwen3-30b-a3b.json", "qwen3-30b-a3b"),
 ])
 def test_hf_configs_match_the_catalog(file, catalog):
     loaded = load_hf_config(HF / file)
     assert param_count(loaded) == param_count(get_model(catalog))
     assert loaded.sliding_window == get_model(catalog).sliding_window
+    # the same shape, field by field, but the training length (a config holds none; the catalog
+    # takes the publisher's pretraining length)
+    assert loaded.shape_dict() | {"seq_len": 0} == get_model(catalog).shape_dict() | {"seq_len": 0}
 
 
 def test_get_model_accepts_paths_and_folders(tmp_path):

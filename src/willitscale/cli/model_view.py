@@ -7,7 +7,26 @@ from willitscale.units import format_count, format_flops, format_size
 
 
 def _count(n) -> str:
-    return f"{n:,}  ({format_count(n)})"
+    return f"{round(n):,}  ({format_count(n)})"
+
+
+def _shape_extras(m) -> str:
+    """The header's words for MLA, shared experts, dense-first layers, QK-norm and windows."""
+    parts = []
+    if m.is_moe and m.moe_shared_ffn:
+        parts.append(f"shared expert ffn {m.moe_shared_ffn}")
+    if m.dense_layers:
+        parts.append(f"{m.dense_layers} dense layers of ffn {m.dense_ffn}")
+    if m.is_mla:
+        q = f"q_lora {m.q_lora_rank}, " if m.q_lora_rank else ""
+        parts.append(f"MLA ({q}kv_lora {m.kv_lora_rank}, head {m.head_dim} qk / {m.v_head_dim} v)")
+    elif m.head_dim * m.heads != m.hidden:
+        parts.append(f"head_dim {m.head_dim}")
+    if m.qk_norm != "none":
+        parts.append(f"QK-norm ({m.qk_norm})")
+    if m.sliding_window is not None:
+        parts.append(f"window {m.sliding_window} on {m.window_layer_count} of {m.layers} layers")
+    return "".join(", " + p for p in parts)
 
 
 def print_summary(summary) -> None:
@@ -19,14 +38,17 @@ def print_summary(summary) -> None:
     kv = f", {m.kv_heads} kv heads" if m.kv_heads != m.heads else ""
     moe = f", MoE {m.moe_experts} experts top-{m.moe_top_k}" if m.is_moe else ""
     out.print(f"[bold]{escape(m.name)}[/bold]: {m.layers} layers, hidden {m.hidden}, {m.heads} heads{kv}, "
-              f"ffn {m.ffn_hidden}{' gated' if m.gated_mlp else ''}, vocab {m.vocab}{moe}")
+              f"ffn {m.ffn_hidden}{' gated' if m.gated_mlp else ''}, vocab {m.vocab}{moe}"
+              f"{escape(_shape_extras(m))}")
     out.print(f"[dim]source: {escape(str(m.source))}[/dim]")
 
+    mean = "mean " if m.dense_layers else ""
     rows = [["total", _count(p.total)], ["non-embedding", _count(p.non_embedding)],
-            ["embedding (token + position)", _count(p.embedding)], ["per layer", _count(p.per_layer)],
+            ["embedding (token + position)", _count(p.embedding)], [mean + "per layer", _count(p.per_layer)],
             ["LM head (untied)", _count(p.lm_head)]]
     if m.is_moe:
-        rows += [["active per token", _count(p.active)], ["active per layer", _count(p.per_layer_active)]]
+        rows += [["active per token", _count(p.active)],
+                 ["active " + mean + "per layer", _count(p.per_layer_active)]]
     if summary.tp > 1:
         rows.append([f"per GPU (tp={summary.tp})", _count(round(summary.params_per_gpu))])
     print_table("Parameters", ["part", "count"], rows)

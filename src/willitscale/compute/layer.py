@@ -21,7 +21,21 @@ bias-dropout-residual   as above                                     memory     
 ======================  ==========================================  ===========  ==========
 
 A mixture of experts runs its router (``T x h @ h x E``) and, per local expert (``E / ep`` of
-them), the MLP GEMMs on ``T top_k ep / E`` tokens. The LM head is a ``T x h @ h x V/t`` GEMM
+them), the MLP GEMMs on ``T top_k ep / E`` tokens; its shared experts (``shared MLP up/down``)
+are one dense MLP of their total width on all ``T`` tokens; dense-first layers (``dense MLP
+up/down``) and the MoE layers each run for their share of the layers (the mean layer).
+
+Multi-head latent attention replaces QKV by the GEMMs of their real shapes (DeepSeek-V2
+section 2.1; Megatron-Core's ``MLASelfAttention``, whose down projections are ``duplicated``
+on every TP rank and, with sequence parallelism, run on the rank's ``T / t`` tokens before the
+latents are gathered): ``Q down`` ``T x h @ h x q_lora``, ``Q up`` ``T x q_lora @ q_lora x
+heads d_qk / t`` (one ``Q`` ``T x h @ h x heads d_qk / t`` without ``q_lora``), ``KV down``
+``T x h @ h x (kv_lora + d_rope)``, ``KV up`` ``T x kv_lora @ kv_lora x heads (d_nope + d_v)
+/ t``, the latents' RMSNorms, and the output projection from ``heads d_v / t``. The attention
+core then runs ``Q K^T`` at ``d_qk`` and ``A V`` at ``d_v`` per head: its FLOPs are those of a
+head of ``(d_qk + d_v) / 2``, timed on the kernel curve of the head dimension nearest ``d_qk``.
+QK-norm (Qwen3, OLMo 2, Gemma 3) and the third and fourth norms of Gemma's layers are
+memory-bound norms over their elements. The LM head is a ``T x h @ h x V/t`` GEMM
 after a final norm, then the cross-entropy over ``V/t`` logits per token; the embedding a
 gather. Each GEMM's backward is two GEMMs: the input gradient ``M x N @ N x K`` and the weight
 gradient ``K x M @ M x N`` (reducing over the tokens). Times come from
@@ -66,7 +80,9 @@ KINDS = ("gemm", "attention", "memory", "overhead")
 #: MLP with its FP8 casts
 MODULE_OPS = {"core_attn": ("attention core", "ring attention merges"),
               "layernorm": ("input norm", "post-attention norm"),
-              "mlp": ("MLP up", "MLP up fp8 casts", "activation", "MLP down", "MLP down fp8 casts")}
+              "mlp": tuple(f"{kind}MLP {part}{cast}" for kind in ("", "shared ", "dense ")
+                           for part in ("up", "down") for cast in ("", " fp8 casts"))
+              + ("activation",)}
 
 
 def rerun_ops(rerun: str) -> tuple[str, ...] | None:
@@ -108,6 +124,16 @@ class LayerSpec:
     curves: object  #: :class:`~willitscale.compute.curves.GpuCurves`
     peak: float  #: FLOP/s of the linear layers' dtype (the GEMM curve's peak)
     attention_peak: float  #: bf16 peak: attention runs in bf16
+    v_head_dim: int = 0  #: value head width (0: = head_dim)
+    q_lora: int = 0  #: MLA: the queries' bottleneck rank (0: one q projection)
+    kv_lora: int = 0  #: MLA when > 0: the key-value latent's rank
+    rope_head_dim: int = 0  #: MLA: the rotary part of head_dim (its key shared by the heads)
+    shared_ffn: int = 0  #: MoE: the shared experts' total MLP width
+    shared_gate: bool = False  #: MoE: the shared expert's hidden -> 1 gate (Qwen2-MoE)
+    dense_ffn: int = 0  #: MoE: the dense-first layers' MLP width
+    moe_share: float = 1.0  #: MoE: the share of layers that are MoE (the rest dense-first)
+    qk_norm: str = "none"  #: none, head or full (workload.transformer.QK_NORMS)
+    norms: int = 2  #: norms per layer
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,9 +202,11 @@ def _linear(spec, name, m, k, n, *, calls=1.0, weight_share=1.0) -> list[OpTime]
 
 def _attention_core(spec: LayerSpec, tokens, tp, cp, micro_batch) -> list[OpTime]:
     heads = np.maximum(spec.heads / tp, 1.0)
+    # Q K^T at d_qk and A V at d_v cost as two products at their mean (exact FLOPs)
+    d = (spec.head_dim + (spec.v_head_dim or spec.head_dim)) / 2.0
     if spec.flash:
         fwd, bwd, flops = fused_attention(
-            tokens=tokens, keys=spec.keys_causal, q_dim_per_gpu=heads * spec.head_dim,
+            tokens=tokens, keys=spec.keys_causal, q_dim_per_gpu=heads * d,
             seq_len=spec.seq_len, cp=cp, curves=spec.curves, kernel=spec.kernel, causal=True,
             head_dim=spec.head_dim, peak=spec.attention_peak, document_length=spec.document_length)
         fixed = spec.curves.memory.kernel_overhead * np.ones_like(fwd)
@@ -192,12 +220,12 @@ def _attention_core(spec: LayerSpec, tokens, tp, cp, micro_batch) -> list[OpTime
     curve = spec.curves.gemm_for("bf16" if spec.dtype == "fp8" else spec.dtype)
     fwd, bwd = unfused_attention_gemms(micro_batch=micro_batch, seq_len=spec.seq_len,
                                        keys=spec.keys_full, cp=cp, heads_per_gpu=heads,
-                                       head_dim=spec.head_dim, gemm=curve,
+                                       head_dim=d, gemm=curve,
                                        bandwidth=spec.curves.memory.bandwidth)
     fixed = curve.kernel_overhead * np.ones_like(fwd)
     gemms = OpTime(name="attention core", kind="attention", fwd=fwd, bwd=bwd,
                    fwd_fixed=2.0 * fixed, bwd_fixed=4.0 * fixed,
-                   flops=4.0 * tokens * spec.keys_full * heads * spec.head_dim)
+                   flops=4.0 * tokens * spec.keys_full * heads * d)
     scores = _mem(spec, "attention core", "scores", tokens * heads * spec.keys_full)
     return [gemms, scores]
 
@@ -224,31 +252,75 @@ def layer_ops(spec: LayerSpec, *, tokens, tp, cp, sequence_parallel, ep, micro_b
     ws = 1.0 / np.asarray(micro_batches, dtype=float)
     t = np.asarray(tp, dtype=float)
     T = np.asarray(tokens, dtype=float)
-    h, q, f = spec.hidden, spec.q_dim, spec.ffn
-    kv = np.maximum(spec.kv_dim / t, spec.head_dim)  # a KV head is replicated below 1 per rank
+    h = spec.hidden
     norm_tokens = np.where(np.asarray(sequence_parallel, dtype=bool), T / t, T)
     ops = [_mem(spec, "input norm", "norm", norm_tokens * h)]
-    ops += _linear(spec, "QKV", T, h, q / t + 2.0 * kv, weight_share=ws)
-    if spec.rope:
-        ops.append(_mem(spec, "rotary", "rotary", T * (q / t + kv)))
+    ops += _projections(spec, T, t, ws, norm_tokens)
     ops += _attention_core(spec, T, t, cp, micro_batch)
-    ops += _linear(spec, "attention output", T, q / t, h, weight_share=ws)
+    ops += _linear(spec, "attention output", T, spec.heads * (spec.v_head_dim or spec.head_dim) / t,
+                   h, weight_share=ws)
     ops.append(_mem(spec, "attention residual", "residual", norm_tokens * h))
     ops.append(_mem(spec, "post-attention norm", "norm", norm_tokens * h))
-    up = (2.0 if spec.gated else 1.0) * f / t
-    if spec.experts:
-        e = np.asarray(ep, dtype=float)
-        local = spec.experts / e
-        per_expert = T * spec.top_k / local
-        ops += _linear(spec, "router", T, h, float(spec.experts), weight_share=ws)
-        ops += _linear(spec, "MLP up", per_expert, h, up, calls=local, weight_share=ws)
-        ops.append(_mem(spec, "activation", "swiglu" if spec.gated else "gelu", T * spec.top_k * f / t))
-        ops += _linear(spec, "MLP down", per_expert, f / t, h, calls=local, weight_share=ws)
-    else:
-        ops += _linear(spec, "MLP up", T, h, up, weight_share=ws)
-        ops.append(_mem(spec, "activation", "swiglu" if spec.gated else "gelu", T * f / t))
-        ops += _linear(spec, "MLP down", T, f / t, h, weight_share=ws)
+    if spec.norms > 2:  # Gemma 2/3: a norm after the attention and after the MLP
+        ops.append(_mem(spec, "sandwich norms", "norm", (spec.norms - 2) * norm_tokens * h))
+    ops += _mlp_ops(spec, T, t, ep, ws)
     ops.append(_mem(spec, "MLP residual", "residual", norm_tokens * h))
+    return ops
+
+
+def _projections(spec: LayerSpec, T, t, ws, local) -> list[OpTime]:
+    """The q, k, v projections (MLA: down and up projections, latent norms), rotary, QK-norm.
+    MLA's down projections and latent norms run on ``local`` tokens (the sequence-parallel
+    shard, T / t, or all T), then the latents are gathered for the up projections."""
+    h, q = spec.hidden, spec.q_dim
+    if not spec.kv_lora:
+        kv = np.maximum(spec.kv_dim / t, spec.head_dim)  # a KV head is replicated below 1 per rank
+        v = kv * (spec.v_head_dim or spec.head_dim) / spec.head_dim
+        ops = _linear(spec, "QKV", T, h, q / t + kv + v, weight_share=ws)
+        if spec.rope:
+            ops.append(_mem(spec, "rotary", "rotary", T * (q / t + kv)))
+        if spec.qk_norm != "none":
+            ops.append(_mem(spec, "QK norm", "norm", T * (q / t + kv)))
+        return ops
+    r, rope = spec.kv_lora, spec.rope_head_dim
+    ops = []
+    if spec.q_lora:
+        ops += _linear(spec, "Q down", local, h, float(spec.q_lora), weight_share=ws)
+        ops += _linear(spec, "Q up", T, float(spec.q_lora), q / t, weight_share=ws)
+    else:
+        ops += _linear(spec, "Q", T, h, q / t, weight_share=ws)
+    ops += _linear(spec, "KV down", local, h, float(r + rope), weight_share=ws)
+    ops.append(_mem(spec, "latent norms", "norm", local * (spec.q_lora + r)))
+    per_head = spec.head_dim - rope + (spec.v_head_dim or spec.head_dim)
+    ops += _linear(spec, "KV up", T, float(r), spec.heads * per_head / t, weight_share=ws)
+    ops.append(_mem(spec, "rotary", "rotary", T * (spec.heads * rope / t + rope)))
+    return ops
+
+
+def _mlp_ops(spec: LayerSpec, T, t, ep, ws) -> list[OpTime]:
+    """The MLP of the mean layer: routed experts, shared experts and dense-first MLPs each for
+    their share of the layers."""
+    h, f = spec.hidden, spec.ffn
+    act = "swiglu" if spec.gated else "gelu"
+    up = 2.0 if spec.gated else 1.0
+    if not spec.experts:
+        return (_linear(spec, "MLP up", T, h, up * f / t, weight_share=ws)
+                + [_mem(spec, "activation", act, T * f / t)]
+                + _linear(spec, "MLP down", T, f / t, h, weight_share=ws))
+    share = spec.moe_share
+    local = spec.experts / np.asarray(ep, dtype=float)
+    per_expert = T * spec.top_k / local
+    ops = _linear(spec, "router", T, h, float(spec.experts), calls=share, weight_share=ws)
+    if spec.shared_gate:
+        ops += _linear(spec, "shared expert gate", T, h, 1.0, calls=share, weight_share=ws)
+    ops += _linear(spec, "MLP up", per_expert, h, up * f / t, calls=local * share, weight_share=ws)
+    inner = share * spec.top_k * f + share * spec.shared_ffn + (1.0 - share) * spec.dense_ffn
+    ops.append(_mem(spec, "activation", act, T * inner / t))
+    ops += _linear(spec, "MLP down", per_expert, f / t, h, calls=local * share, weight_share=ws)
+    for name, width, calls in (("shared", spec.shared_ffn, share), ("dense", spec.dense_ffn, 1.0 - share)):
+        if width and calls > 0:
+            ops += _linear(spec, f"{name} MLP up", T, h, up * width / t, calls=calls, weight_share=ws)
+            ops += _linear(spec, f"{name} MLP down", T, width / t, h, calls=calls, weight_share=ws)
     return ops
 
 

@@ -9,7 +9,7 @@ the per-shape curves cost the planner almost nothing per plan.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -23,10 +23,13 @@ from willitscale.compute.layer import (
     rerun_ops,
 )
 from willitscale.compute.sustained import sustained_curves, sustained_factor
-from willitscale.workload.flops import RECOMPUTE, keys_per_query
+from willitscale.workload.flops import RECOMPUTE, mean_keys_per_query
 
-__all__ = ["OpCosts", "layer_spec", "op_costs"]
+__all__ = ["OpCosts", "layer_spec", "op_costs", "spec_for_model"]
 
+#: the q/k/v projection GEMMs (MLA: its down and up projections) whose weight gradients TP's
+#: backward all-reduce hides behind
+_PROJECTIONS = ("QKV", "Q", "Q down", "Q up", "KV down", "KV up")
 #: GPUs whose tensor cores read FP8 operands column-wise (no transposed copy): Blackwell
 _NO_FP8_TRANSPOSE = ("b200",)
 
@@ -50,14 +53,32 @@ def layer_spec(scenario) -> LayerSpec | None:
         kv_heads=model.kv_heads, head_dim=model.head_dim, ffn=model.ffn_hidden,
         gated=model.gated_mlp, rms=model.norm == "rmsnorm", rope=model.position == "rope",
         dropout=model.bias, experts=model.moe_experts, top_k=model.moe_top_k, vocab=model.vocab,
-        seq_len=s, keys_causal=float(keys_per_query(s, model.sliding_window, causal=True,
-                                                    document_length=documents)),
+        seq_len=s, keys_causal=float(mean_keys_per_query(model, s, causal=True,
+                                                          document_length=documents)),
         document_length=documents if documents is not None and documents < s else None,
-        keys_full=float(keys_per_query(s, model.sliding_window)), dtype=scenario.dtype,
+        keys_full=float(mean_keys_per_query(model, s)), dtype=scenario.dtype,
         fusion=options.fusion, fp8_recipe=options.fp8_recipe,
         fp8_transpose=gpu.name not in _NO_FP8_TRANSPOSE, flash=scenario.options.flash_attention,
         kernel=kernel, curves=curves, peak=gpu.peak(scenario.dtype),
-        attention_peak=gpu.peak("bf16") if "bf16" in gpu.peak_flops else gpu.peak(scenario.dtype))
+        attention_peak=gpu.peak("bf16") if "bf16" in gpu.peak_flops else gpu.peak(scenario.dtype),
+        **_extended_shape(model))
+
+
+def spec_for_model(spec: LayerSpec, model) -> LayerSpec:
+    """``spec`` with another layer shape of the same model (a dense-first or MoE layer of
+    :func:`willitscale.workload.stages.layer_kinds`: the MLP and its extensions differ)."""
+    return replace(spec, ffn=model.ffn_hidden, experts=model.moe_experts, top_k=model.moe_top_k,
+                   **_extended_shape(model))
+
+
+def _extended_shape(model) -> dict:
+    """The LayerSpec fields of MLA, shared experts, dense-first layers, QK-norm and sandwich norms."""
+    return dict(v_head_dim=model.v_head_dim, q_lora=model.q_lora_rank or 0,
+                kv_lora=model.kv_lora_rank or 0, rope_head_dim=model.rope_head_dim,
+                shared_ffn=model.moe_shared_ffn, shared_gate=model.moe_shared_gate,
+                dense_ffn=model.dense_ffn,
+                moe_share=model.moe_layers / model.layers if model.is_moe else 1.0,
+                qk_norm=model.qk_norm, norms=model.layer_norms)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,7 +159,8 @@ def op_costs(spec: LayerSpec, batch, *, detail: bool = False) -> OpCosts:
         layer_fwd=b(_sum(layer, "fwd")), layer_bwd=b(_sum(layer, "bwd")),
         layer_recompute=rec[mode, np.arange(len(mode))], head_fwd=b(_sum(head, "fwd")),
         head_bwd=b(_sum(head, "bwd")), emb_fwd=b(_sum(emb, "fwd")), emb_bwd=b(_sum(emb, "bwd")),
-        wgrad_qkv=b(_named(layer, "QKV", "wgrad")), wgrad_fc1=b(_named(layer, "MLP up", "wgrad")),
+        wgrad_qkv=b(sum(_named(layer, n, "wgrad") for n in _PROJECTIONS)),
+        wgrad_fc1=b(_named(layer, "MLP up", "wgrad")),
         wgrad_head=b(_named(head, "LM head", "wgrad")),
         attention_fwd=b(_named(layer, "attention core", "fwd")), kinds=kinds,
         ops=tuple(layer + head + emb) if detail else ())

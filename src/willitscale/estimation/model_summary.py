@@ -118,7 +118,10 @@ def summarize_model(model: Transformer, *, seq_len: int | None = None, micro_bat
                           f"<= {model.max_positions}, the size of {model.name}'s learned position table")
     if not tp_divides_shape(model, tp):
         raise ConfigError("tp", tp, f"a degree that splits {model.name} evenly: a divisor of heads = "
-                                    f"{model.heads} and ffn_hidden = {model.ffn_hidden}, and a divisor "
+                                    f"{model.heads} and ffn_hidden = {model.ffn_hidden}"
+                                    + (f" (dense_ffn {model.dense_ffn}, moe_shared_ffn "
+                                       f"{model.moe_shared_ffn})" if model.is_moe else "")
+                                    + ", and a divisor "
                                     f"or multiple of kv_heads = {model.kv_heads}")
     params = param_count(model)
     per_gpu = (embedding_params_per_tp_rank(model, tp) + model.layers * layer_params_per_tp_rank(model, tp)

@@ -26,7 +26,14 @@ parallelism else 1; ``q``, ``kv`` and ``f`` are the per-rank query, key/value an
   input ``3 p s b f``; with dropout a mask ``s b h r``;
 * MoE MLP: the router's fp32 probabilities ``4 s b E r``, then per routed copy (``k`` of them)
   the expert's input ``p s b h r``, its inner tensors (as above) and its output ``p s b h r``
-  (kept to differentiate the routing weights); dropless routing, no capacity padding.
+  (kept to differentiate the routing weights); dropless routing, no capacity padding; shared
+  experts keep an MLP's inner tensors of their width for every token;
+* multi-head latent attention adds the latents the up projections read (the q latent and its
+  norm's input ``2 p s b q_lora``, the kv latent, its norm's input and the rotary key
+  ``p s b (2 kv_lora + rope)``, whole on every TP rank); K is ``heads x head_dim / t`` wide,
+  V and the output projection's input ``heads x v_head_dim / t``;
+* layers that differ (dense-first MoE) count the mean layer; Gemma's four norms per layer keep
+  four inputs.
 
 Selective recomputation drops the attention-score tensors (and FlashAttention's log-sum-exp);
 full recomputation keeps only each layer's input, ``p s b h r``, and rebuilds one layer at a
@@ -127,15 +134,30 @@ def _check_positive(name: str, value) -> None:
         raise ConfigError(name, value, "an integer >= 1")
 
 
-def _mlp_bytes(model: Transformer, sbh_rep, sb, f, p: int, dropout: bool):
-    """MLP tensors of one layer (see the module docstring)."""
-    inner = (3 if model.gated_mlp else 2) * p * sb * f
+def _mlp_bytes(model: Transformer, sbh_rep, sb, t, p: int, dropout: bool):
+    """MLP tensors of the mean layer (see the module docstring)."""
+    matrices = 3 if model.gated_mlp else 2
     mask = MASK_BYTES * sbh_rep if dropout else 0.0
+    dense = p * sbh_rep + matrices * p * sb * model.dense_ffn / t + mask
     if not model.is_moe:
-        return p * sbh_rep + inner + mask
+        return dense
+    inner = matrices * p * sb * model.ffn_hidden / t
     router = 4.0 * sbh_rep / model.hidden * model.moe_experts  # fp32 probabilities, s b E r
     routed = model.moe_top_k * (2 * p * sbh_rep + inner)  # expert input + inner + output per copy
-    return p * sbh_rep + router + routed + mask
+    shared = matrices * p * sb * model.moe_shared_ffn / t
+    moe = p * sbh_rep + router + routed + shared + mask
+    n = model.moe_layers
+    return (n * moe + (model.layers - n) * dense) / model.layers
+
+
+def _attention_bytes(model: Transformer, sbh_rep, sb, t, p: int):
+    """The attention block's kept tensors but the scores and the dropout mask."""
+    heads = np.maximum(model.kv_heads / t, 1.0)
+    q, k, v, o = model.q_dim / t, heads * model.head_dim, heads * model.v_head_dim, model.o_dim / t
+    latents = 0.0
+    if model.is_mla:
+        latents = 2 * (model.q_lora_rank or 0) + 2 * model.kv_lora_rank + model.rope_head_dim
+    return p * sbh_rep + p * sb * (q + k + v + latents) + p * sb * o
 
 
 def activation_memory(model: Transformer, seq_len=None, micro_batch=1, *, recompute="none",
@@ -169,14 +191,12 @@ def activation_memory(model: Transformer, seq_len=None, micro_batch=1, *, recomp
     rep = np.where(np.asarray(sequence_parallel, dtype=bool), 1.0 / t, 1.0)
     sb = s * b
     sbh_rep = sb * model.hidden * rep
-    q = model.q_dim / t
-    kv = np.maximum(model.kv_heads / t, 1.0) * model.head_dim
     a = model.heads / t
     mask = MASK_BYTES * sbh_rep if dropout else 0.0
 
     residual = FP32_BYTES if eager else p  # what the norms (and a checkpoint) keep per element
-    norms = 2 * residual * sbh_rep
-    attention = p * sbh_rep + p * sb * (q + 2 * kv) + p * sb * q + mask
+    norms = model.layer_norms * residual * sbh_rep
+    attention = _attention_bytes(model, sbh_rep, sb, t, p) + mask
     if flash_attention:
         scores = SOFTMAX_STAT_BYTES * a * sb
     elif mingpt:  # fp32 softmax output, its 16-bit cast for att @ v, the dropout mask
@@ -184,7 +204,7 @@ def activation_memory(model: Transformer, seq_len=None, micro_batch=1, *, recomp
     else:
         scores = a * s * sb * (p + (MASK_BYTES + p if dropout else 0.0))
     f = model.ffn_hidden / t
-    mlp = _mlp_bytes(model, sbh_rep, sb, f, p, dropout)
+    mlp = _mlp_bytes(model, sbh_rep, sb, t, p, dropout)
     if mingpt:  # NewGELU's fp32 chain: 12 + p bytes per element where a fused GELU keeps p
         mlp = mlp + (3 * FP32_BYTES) * sb * f
     layer = norms + attention + scores + mlp

@@ -34,6 +34,7 @@ from willitscale.memory.device import reserved_ratio, verdict_codes
 from willitscale.memory.frameworks import StateBytes
 from willitscale.workload.flops import RECOMPUTE
 from willitscale.workload.recompute import layer_share
+from willitscale.workload.stages import layer_kinds, stage_dense_layers
 
 __all__ = ["DEFAULT_MEMORY_FRACTION", "MemorySettings", "StageMemory", "default_convention",
            "stage_memory"]
@@ -153,14 +154,23 @@ def stage_memory(*, scenario, batch, settings: MemorySettings, params_dense, par
         return StageMemory(activations=np.zeros(shape), known=False, **common)
 
     modes = np.asarray(RECOMPUTE, dtype=object)[batch.recompute]
-    act = activation_memory(scenario.model, scenario.seq_len / batch.cp, batch.micro_batch,
-                            recompute=modes, tp=batch.tp, sequence_parallel=batch.sequence_parallel,
-                            flash_attention=scenario.options.flash_attention, dtype_bytes=element,
-                            distribute_saved=settings.distribute_saved)
+    acts = lambda m: activation_memory(  # noqa: E731
+        m, scenario.seq_len / batch.cp, batch.micro_batch, recompute=modes, tp=batch.tp,
+        sequence_parallel=batch.sequence_parallel, flash_attention=scenario.options.flash_attention,
+        dtype_bytes=element, distribute_saved=settings.distribute_saved)
+    act = acts(scenario.model)
     col = lambda x: np.broadcast_to(np.asarray(x, dtype=float), batch.dp.shape)[:, None]  # noqa: E731
     # layers:N / every:K recompute a share of the stage's layers; the others keep everything
     share = layer_share(layers, batch.recompute_layers[:, None], batch.recompute_every[:, None])
-    per_layer = share * col(act.per_layer) + (1.0 - share) * col(act.layer_no_recompute)
-    kept = layers * per_layer + emb * col(act.embedding) + head * col(act.head)
-    activations = in_flight * kept + np.where(share > 0, col(act.recompute_transient), 0.0)
+    kept_per = lambda a: share * col(a.per_layer) + (1.0 - share) * col(a.layer_no_recompute)  # noqa: E731
+    kinds = layer_kinds(scenario.model)
+    if kinds is None:
+        layer_bytes, transient = layers * kept_per(act), act.recompute_transient
+    else:  # dense-first MoE: each stage's dense and MoE layers as what they are
+        dense = stage_dense_layers(scenario.model.dense_layers, scenario.model.layers, layers)
+        a_dense, a_moe = acts(kinds[0]), acts(kinds[1])
+        layer_bytes = dense * kept_per(a_dense) + (layers - dense) * kept_per(a_moe)
+        transient = np.maximum(a_dense.recompute_transient, a_moe.recompute_transient)
+    kept = layer_bytes + emb * col(act.embedding) + head * col(act.head)
+    activations = in_flight * kept + np.where(share > 0, col(transient), 0.0)
     return StageMemory(activations=activations, known=True, **common)

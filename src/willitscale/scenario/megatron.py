@@ -154,6 +154,20 @@ def catalog_model(shape: dict[str, int]):
     return found[0] if len(found) == 1 else None
 
 
+def _check_exportable(model) -> None:
+    """ConfigError for shape features these flags do not write yet (they would describe another
+    model): multi-head latent attention, shared experts, dense-first layers, QK-norm, windows on
+    some layers, sandwich norms."""
+    missing = [name for name, on in (
+        ("multi-head latent attention", model.is_mla), ("shared experts", model.moe_shared_ffn),
+        ("dense-first layers", model.dense_layers), ("QK-norm", model.qk_norm != "none"),
+        ("a sliding window on some layers", model.window_layers is not None),
+        ("four norms per layer", model.layer_norms != 2)) if on]
+    if missing:
+        raise ConfigError("model", model.name, "a shape without " + ", ".join(missing)
+                          + " (the Megatron-LM export does not write those flags yet)")
+
+
 def check_plan(plan, dtype: str) -> None:
     """ConfigError for a plan or dtype Megatron-LM (and NeMo, which runs Megatron-Core) cannot
     run: ZeRO-2/3 or hybrid sharding, the GPipe schedule, a dtype other than bf16/fp16/fp32."""
@@ -170,6 +184,7 @@ def megatron_args(plan, *, model, seq_len: int, dtype: str) -> str:
     """The Megatron-LM flags of ``plan`` for ``model`` (a catalog Transformer), one per line;
     ConfigError for what Megatron-LM's arguments cannot say."""
     check_plan(plan, dtype)
+    _check_exportable(model)
     lines = [f"--num-layers {model.layers}", f"--hidden-size {model.hidden}",
              f"--num-attention-heads {model.heads}", f"--ffn-hidden-size {model.ffn_hidden}"]
     if model.kv_heads != model.heads:

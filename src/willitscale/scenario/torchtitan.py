@@ -41,7 +41,9 @@ __all__ = ["is_torchtitan", "torchtitan_settings", "torchtitan_toml", "torchtita
 #: torchtitan (model name, flavor) -> willitscale catalog model. Other catalog models are
 #: written with flavor "willitscale" and read back by their name.
 MODELS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b",
-          ("llama3", "405B"): "llama3-405b"}
+          ("llama3", "405B"): "llama3-405b",
+          # pytorch/torchtitan torchtitan/models/deepseek_v3/__init__.py: deepseekv3_configs
+          ("deepseek_v3", "671B"): "deepseek-v3"}
 CATALOG_FLAVOR = "willitscale"
 SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved"}
 RECOMPUTE = {"none": "none", "selective": "selective", "full": "full"}

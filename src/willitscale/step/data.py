@@ -27,12 +27,14 @@ from willitscale.collectives.lines import line_time
 from willitscale.step.buckets import assign_buckets, bucket_totals, uniform_bucket_runs
 from willitscale.step.gradients import layer_gradient_groups
 from willitscale.workload.flops import RECOMPUTE, training_flops
+from willitscale.workload.stages import layer_kinds
 from willitscale.workload.params import (
     attention_params,
+    layer_fixed_params,
     layer_params_per_tp_rank,
-    mlp_params,
-    norm_params,
+    mlp_block_params,
     param_count,
+    routed_expert_params,
 )
 
 __all__ = ["StageKey", "stage_buckets", "bucket_tail"]
@@ -42,10 +44,10 @@ def _layer_split(model, tp: int):
     """(matrix scale, expert share): TP rank's matrices / whole matrices, expert fraction."""
 
     attention = attention_params(model)
-    mlp_all = model.mlp_experts * mlp_params(model)
-    fixed = 2 * norm_params(model) + model.hidden * model.moe_experts
+    mlp_all = mlp_block_params(model)
+    fixed = layer_fixed_params(model)
     scale = (float(layer_params_per_tp_rank(model, tp)) - fixed) / (attention + mlp_all)
-    return scale, (mlp_all / (attention + mlp_all) if model.is_moe else 0.0)
+    return scale, (routed_expert_params(model) / (attention + mlp_all) if model.is_moe else 0.0)
 
 
 @lru_cache(maxsize=64)
@@ -58,7 +60,7 @@ def _layer_pattern(model, seq_len: int, flash: bool, recompute: str, tp: int, ep
     split = model.is_moe and ep > 1
     dense, expert, work = [], [], []
     for name, n, w in layer_gradient_groups(model, flops):
-        n_tp = n * scale if name.startswith(("mlp.", "attn.")) else n
+        n_tp = n * scale if name.startswith(("mlp.", "attn.", "dense_mlp.")) else n
         moved = split and name.startswith("mlp.")
         dense.append(0.0 if moved else float(n_tp))
         expert.append(float(n_tp) / ep if moved else 0.0)
@@ -71,9 +73,17 @@ def _layer_pattern(model, seq_len: int, flash: bool, recompute: str, tp: int, ep
 def _stage_layout(model, seq_len: int, flash: bool, recompute: str, layers: int, emb: bool,
                   head: bool, copy: bool, tp: int, ep: int):
     """(dense params, expert params, ready fraction) per tensor, in ready order: the head's
-    (last stage), every layer's from the last to the first, the embeddings' (first stage)."""
-    d_layer, e_layer, w_layer, head_flops, counts = _layer_pattern(model, seq_len, flash,
-                                                                   recompute, tp, ep)
+    (last stage), every layer's from the last to the first, the embeddings' (first stage). With
+    dense-first layers the first stage holds them (as many as it has layers) and a later stage
+    is all MoE layers (off by the dense layers that do not fit on the first stage: none for
+    DeepSeek-V3 unless a stage holds fewer than 3 layers)."""
+    runs = [(model, layers)]
+    kinds = layer_kinds(model)
+    if kinds is not None:  # MoE layers, then (earlier, so ready later) the first stage's dense ones
+        dense = min(model.dense_layers, layers) if emb else 0
+        runs = [(kinds[1], layers - dense), (kinds[0], dense)]
+    patterns = [(_layer_pattern(m, seq_len, flash, recompute, tp, ep), n) for m, n in runs]
+    _, _, _, head_flops, counts = patterns[0][0]
     first, last = [], []
     if head:
         lm = counts.lm_head / tp if counts.lm_head else (counts.token_embedding / tp if copy else 0.0)
@@ -82,9 +92,10 @@ def _stage_layout(model, seq_len: int, flash: bool, recompute: str, layers: int,
         last = [(counts.position_embedding, 0.0, 0.0), (counts.embedding_norm, 0.0, 0.0),
                 (counts.token_embedding / tp, 0.0, 0.0)]
     ends = lambda items, i: np.array([float(x[i]) for x in items])  # noqa: E731
-    d = np.concatenate([ends(first, 0), np.tile(d_layer, layers), ends(last, 0)])
-    e = np.concatenate([ends(first, 1), np.tile(e_layer, layers), ends(last, 1)])
-    done = np.cumsum(np.concatenate([ends(first, 2), np.tile(w_layer, layers), ends(last, 2)]))
+    tiles = lambda i: [np.tile(p[i], n) for p, n in patterns]  # noqa: E731
+    d = np.concatenate([ends(first, 0), *tiles(0), ends(last, 0)])
+    e = np.concatenate([ends(first, 1), *tiles(1), ends(last, 1)])
+    done = np.cumsum(np.concatenate([ends(first, 2), *tiles(2), ends(last, 2)]))
     fraction = done / done[-1] if done[-1] > 0 else np.ones_like(done)
     keep = (d + e) > 0
     return d[keep], e[keep], np.clip(fraction[keep], 0.0, 1.0)

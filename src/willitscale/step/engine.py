@@ -36,15 +36,15 @@ import numpy as np
 
 from willitscale.collectives.lines import cluster_links
 from willitscale.compute.efficiency import resolved_efficiency
-from willitscale.compute.model import layer_spec
+from willitscale.compute.model import layer_spec, spec_for_model
 from willitscale.memory.device import verdict_codes
 from willitscale.memory.frameworks import convention_table, state_bytes_table
 from willitscale.memory.stage import MemorySettings
 from willitscale.memory.state import get_convention
 from willitscale.step.data import _layer_split
 from willitscale.step.network import AnalyticNetwork
-from willitscale.workload.params import norm_params
-from willitscale.workload.stages import model_terms
+from willitscale.workload.params import layer_fixed_params
+from willitscale.workload.stages import layer_kinds, model_terms
 
 __all__ = ["Context", "BatchResult", "make_context", "memory_settings", "pick"]
 
@@ -70,6 +70,9 @@ class Context:
     layer_fixed: float  #: norms + router parameters of one layer (not split by tp)
     expert_share: float  #: expert MLPs' share of a layer's split parameters
     spec: object = None  #: :class:`~willitscale.compute.layer.LayerSpec` when the per-op model times compute
+    #: (dense-first layer, MoE layer) LayerSpecs of a MoE model whose first layers are dense, so
+    #: that each stage's compute counts the layers it holds; None otherwise
+    kind_specs: object = None
     #: unused since every group asks ``network``; kept for callers that still scale it (None)
     flow: object = None
     #: the :class:`~willitscale.step.network.Network` every group's lines come from (analytic,
@@ -84,14 +87,15 @@ def make_context(scenario) -> Context:
     fixed, share = 0.0, 0.0
     if scenario.model is not None:
         model = scenario.model
-        fixed = 2.0 * norm_params(model) + model.hidden * model.moe_experts
+        fixed = float(layer_fixed_params(model))
         share = _layer_split(model, 1)[1]
     return Context(scenario=scenario, terms=model_terms(scenario), links=cluster_links(scenario),
                    peak=scenario.cluster.gpu.peak(scenario.dtype), efficiency=eff,
                    grad_bytes=scenario.ddp.grad_bytes,
                    convention=scenario.memory_convention, memory=memory_settings(scenario),
                    layer_fixed=fixed, expert_share=share,
-                   spec=spec, network=_network(scenario))
+                   spec=spec, kind_specs=_kind_specs(scenario, spec),
+                   network=_network(scenario))
 
 
 def _network(scenario):
@@ -102,6 +106,14 @@ def _network(scenario):
     from willitscale.step.flow_network import network_for
 
     return network_for(scenario)
+
+
+def _kind_specs(scenario, spec):
+    """The per-op specs of the two layer kinds of a dense-first MoE model (see Context)."""
+    kinds = layer_kinds(scenario.model) if spec is not None and scenario.model is not None else None
+    if kinds is None:
+        return None
+    return tuple(spec_for_model(spec, kind) for kind in kinds)
 
 
 def per_op_spec(scenario):

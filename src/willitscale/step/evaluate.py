@@ -33,9 +33,10 @@ from willitscale.workload.params import (
     embedding_params_per_tp_rank,
     head_params_per_tp_rank,
     layer_params_per_tp_rank,
+    routed_expert_params_per_tp_rank,
 )
 from willitscale.workload.recompute import layer_share
-from willitscale.workload.stages import stage_counts, stage_flags, stage_layers
+from willitscale.workload.stages import stage_counts, stage_dense_layers, stage_flags, stage_layers
 
 __all__ = ["run"]
 
@@ -80,9 +81,26 @@ def _params(ctx, b, st):
     expert_layer = np.where(moe_split, expert / ep, 0.0)
     emb_t = np.asarray(embedding_params_per_tp_rank(model, tp), dtype=float)
     head_t = np.asarray(head_params_per_tp_rank(model, tp), dtype=float)
-    dense = (st.layers * dense_layer[:, None] + st.emb * emb_t[:, None] + st.head * head_t[:, None]
+    dense_layers, expert_layers = st.layers * dense_layer[:, None], st.layers * expert_layer[:, None]
+    if model.is_moe:
+        dense_layers, expert_layers = _moe_params(model, tp, ep, st.layers)
+    dense = (dense_layers + st.emb * emb_t[:, None] + st.head * head_t[:, None]
              + st.copy * (t.token_embedding / tp)[:, None])
-    return dense, st.layers * expert_layer[:, None], (dense_layer + expert_layer)[:, None]
+    return dense, expert_layers, (dense_layer + expert_layer)[:, None]
+
+
+def _moe_params(model, tp, ep, layers):
+    """(dense, expert) parameters of each column's layers of a mixture of experts: its
+    dense-first and MoE layers counted as what they are (the first stage holds the dense ones),
+    the routed experts' share on each rank exact (divided over ``ep`` when ``ep > 1``)."""
+    d = stage_dense_layers(model.dense_layers, model.layers, layers)
+    moe = layers - d
+    routed = np.asarray(routed_expert_params_per_tp_rank(model, tp), dtype=float)[:, None]
+    moe_layer = np.asarray(layer_params_per_tp_rank(model, tp, kind="moe"), dtype=float)[:, None]
+    dense_layer = np.asarray(layer_params_per_tp_rank(model, tp, kind="dense"), dtype=float)[:, None]
+    split = (ep > 1)[:, None]
+    dense = d * dense_layer + moe * np.where(split, moe_layer - routed, moe_layer)
+    return dense, moe * np.where(split, routed / ep[:, None], 0.0)
 
 
 def _compute(ctx, b, st, detail: bool = False):
@@ -118,28 +136,38 @@ def _compute(ctx, b, st, detail: bool = False):
 
 
 def _per_op(ctx, b, st, detail: bool):
-    """The per-op model (:mod:`willitscale.compute.model`) per column."""
+    """The per-op model (:mod:`willitscale.compute.model`) per column: each column's layers of
+    one kind (``(count per column, costs)`` runs; dense-first MoE: its dense and MoE layers)."""
     c = op_costs(ctx.spec, b, detail=detail)
+    runs = [(st.layers, c)]
+    if ctx.kind_specs is not None:
+        model = ctx.scenario.model
+        dense = stage_dense_layers(model.dense_layers, model.layers, st.layers)
+        c_dense, c_moe = (op_costs(s, b, detail=detail) for s in ctx.kind_specs)
+        runs = [(dense, c_dense), (st.layers - dense, c_moe)]
     col = lambda x: np.asarray(x)[:, None]  # noqa: E731
-    forward = st.layers * col(c.layer_fwd) + st.head * col(c.head_fwd) + st.emb * col(c.emb_fwd)
+    layers = lambda attr: sum(n * col(getattr(k, attr)) for n, k in runs)  # noqa: E731
+    forward = layers("layer_fwd") + st.head * col(c.head_fwd) + st.emb * col(c.emb_fwd)
     # the mode's rerun set on its share of the layers (FlashAttention's own rerun of Q K^T is
     # inside the attention kernel's backward)
-    backward = (st.layers * (col(c.layer_bwd) + col(c.layer_recompute) * st.share)
+    backward = (layers("layer_bwd") + layers("layer_recompute") * st.share
                 + st.head * col(c.head_bwd) + st.emb * col(c.emb_bwd))
-    kinds = {}
-    if detail:
-        k = c.kinds
-        kinds = {"forward": {n: st.layers * col(k["layer_fwd"][n]) + st.head * col(k["head_fwd"][n])
-                             + st.emb * col(k["emb_fwd"][n]) for n in k["layer_fwd"]},
-                 "backward": {n: st.layers * (col(k["layer_bwd"][n])
-                                              + col(k["layer_recompute"][n]) * st.share)
-                              + st.head * col(k["head_bwd"][n]) + st.emb * col(k["emb_bwd"][n])
-                              for n in k["layer_bwd"]},
-                 "recompute": {n: st.layers * col(k["layer_recompute"][n]) * st.share
-                               for n in k["layer_bwd"]}}
+    kinds = _per_op_kinds(c, runs, st, col) if detail else {}
     return SimpleNamespace(forward=forward, backward=backward, wgrad_qkv=c.wgrad_qkv,
                            wgrad_fc1=c.wgrad_fc1, wgrad_head=c.wgrad_head,
                            attention=c.attention_fwd, kinds=kinds, ops=c.ops)
+
+
+def _per_op_kinds(c, runs, st, col):
+    """The per-op split by op kind per column (detail only)."""
+    k = c.kinds
+    layer = lambda part, n: sum(m * col(r.kinds[part][n]) for m, r in runs)  # noqa: E731
+    return {"forward": {n: layer("layer_fwd", n) + st.head * col(k["head_fwd"][n])
+                        + st.emb * col(k["emb_fwd"][n]) for n in k["layer_fwd"]},
+            "backward": {n: layer("layer_bwd", n) + layer("layer_recompute", n) * st.share
+                         + st.head * col(k["head_bwd"][n]) + st.emb * col(k["emb_bwd"][n])
+                         for n in k["layer_bwd"]},
+            "recompute": {n: layer("layer_recompute", n) * st.share for n in k["layer_bwd"]}}
 
 
 def _places(ctx, b):
@@ -169,11 +197,12 @@ def _traffic(ctx, b, st, comp, params, places, L):
         wgrad_qkv=np.asarray(comp.wgrad_qkv)[:, None], wgrad_fc1=np.asarray(comp.wgrad_fc1)[:, None],
         wgrad_head=np.asarray(comp.wgrad_head)[:, None], tp=b.tp)}
     block = kv_block_bytes(micro_batch=b.micro_batch, seq_len=ctx.scenario.seq_len, cp=b.cp, tp=b.tp,
-                           kv_heads=t.kv_heads, head_dim=t.head_dim, element=element)
+                           kv_heads=t.kv_heads, element=element,
+                           head_dim=(t.head_dim + (t.v_head_dim or t.head_dim)) / 2)  # K and V widths
     out["cp"] = context_traffic(block_bytes=block, cp=b.cp, layers=st.layers, full_recompute=full,
                                 lines_p2p=L["cp"], attention_seconds=comp.attention)
     out["ep"] = expert_traffic(tokens=st.tokens, tp=b.tp, top_k=max(t.top_k, 1), hidden=t.hidden,
-                               layers=st.layers, full_recompute=full, lines_a2a=L["ep"],
+                               layers=st.layers * t.moe_layer_share, full_recompute=full, lines_a2a=L["ep"],
                                element=element)
     out["pp"], out["ppgather"] = send_traffic(tokens=st.tokens, hidden=t.hidden, tp=b.tp, pp=b.pp,
                              sequence_parallel=b.sequence_parallel, interleaved=b.interleaved,

@@ -11,6 +11,8 @@ back:
   parallelism);
 * forward: dispatch and combine, 2 all-to-alls; backward: 2 more; full recomputation: 2 more.
 
+Only MoE layers exchange tokens: a stage's layers are weighted by the model's share of MoE
+layers (DeepSeek-V3: 58 of 61; its dense-first layers counted as the mean layer).
 The experts cannot start before their tokens arrive, so the all-to-alls are on the critical
 path (no overlap modelled). Dropless routing with perfect balance: no capacity padding.
 """

@@ -22,7 +22,13 @@ to the layer's parameters exactly (tests/unit/test_plan_buckets.py checks it).
 from __future__ import annotations
 
 from willitscale.workload.flops import TrainingFlops
-from willitscale.workload.params import attention_params, mlp_params, norm_params
+from willitscale.workload.params import (
+    attention_params,
+    mlp_block_params,
+    norm_params,
+    routed_expert_params,
+    router_params,
+)
 from willitscale.workload.transformer import Transformer
 
 __all__ = ["layer_gradient_groups"]
@@ -31,17 +37,25 @@ __all__ = ["layer_gradient_groups"]
 def layer_gradient_groups(model: Transformer, flops: TrainingFlops) -> list[tuple[str, float, float]]:
     """(name, params, backward work preceding readiness) for one layer, in ready order."""
     layer = flops.layer_forward
-    h, q, kv = model.hidden, model.q_dim, model.kv_dim
     attention = attention_params(model)
-    out_share = q * h / (h * (q + 2 * kv) + q * h)
-    mlp_all = model.mlp_experts * mlp_params(model)
+    out_share = model.o_dim * model.hidden / attention
+    mlp_all = mlp_block_params(model)
     matrices = 3 if model.gated_mlp else 2
-    norm = norm_params(model)
+    norm = model.layer_norms * norm_params(model) / 2  # each of the two norm groups
     groups = [("recompute", 0.0, float(flops.layer_recompute_per_token))]
-    for name in ("mlp.down", "mlp.up", "mlp.gate")[:matrices]:  # one tensor each in PyTorch
-        groups.append((name, mlp_all / matrices, 2.0 * layer.mlp / matrices))
+    # routed experts ("mlp.", what expert parallelism splits); shared experts and dense-first
+    # layers' MLPs ("dense_mlp.", whole on every expert-parallel rank), work in FLOP proportion
+    routed = float(routed_expert_params(model)) if model.is_moe else float(mlp_all)
+    routed_work = (2.0 * matrices * model.hidden * model.ffn_hidden * model.moe_top_k
+                   * model.moe_layers / model.layers) if model.is_moe else float(layer.mlp)
+    for prefix, n, work in (("mlp.", routed, routed_work),
+                            ("dense_mlp.", mlp_all - routed, float(layer.mlp) - routed_work)):
+        if n <= 0 and prefix != "mlp.":
+            continue
+        for name in ("down", "up", "gate")[:matrices]:  # one tensor each in PyTorch
+            groups.append((prefix + name, n / matrices, 2.0 * work / matrices))
     if model.moe_experts:
-        groups.append(("router", float(h * model.moe_experts), 2.0 * layer.router))
+        groups.append(("router", float(router_params(model)), 2.0 * layer.router))
     groups.append(("norm2", float(norm), 0.0))
     groups.append(("attn.out", attention * out_share, 2.0 * layer.attention_output))
     core = float(flops.layer_backward_per_token) - 2.0 * float(layer.total) - float(

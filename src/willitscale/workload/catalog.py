@@ -30,6 +30,7 @@ from willitscale.workload.transformer import (
     IMPLEMENTATIONS,
     NORMS,
     POSITIONS,
+    QK_NORMS,
     Transformer,
 )
 
@@ -37,7 +38,8 @@ __all__ = ["get_model", "list_models", "model_aliases", "model_from_table", "loa
 
 # Families in the order `willitscale model --list` shows them; other files follow by name.
 _FAMILY_ORDER = ("gpt2", "gpt3", "opt", "bloom", "llama2", "llama3", "mistral", "qwen2")
-_OPTIONAL_INTS = ("kv_heads", "head_dim", "ffn_hidden", "seq_len", "sliding_window")
+_OPTIONAL_INTS = ("kv_heads", "head_dim", "ffn_hidden", "seq_len", "sliding_window", "v_head_dim",
+                  "q_lora_rank", "kv_lora_rank", "dense_ffn", "window_layers")
 _OPTIONAL_BOOLS = ("qkv_bias", "attn_out_bias", "mlp_bias")
 
 
@@ -57,6 +59,12 @@ def model_from_table(name: str, table: Table) -> tuple[Transformer, tuple[str, .
         "tied_embeddings": table.bool("tied_embeddings", True),
         "moe_experts": table.int("moe_experts", 0, min=0),
         "moe_top_k": table.int("moe_top_k", 0, min=0),
+        "moe_shared_ffn": table.int("moe_shared_ffn", 0, min=0),
+        "moe_shared_gate": table.bool("moe_shared_gate", False),
+        "dense_layers": table.int("dense_layers", 0, min=0),
+        "rope_head_dim": table.int("rope_head_dim", 0, min=0),
+        "qk_norm": table.str("qk_norm", "none", choices=iter(QK_NORMS)),
+        "layer_norms": table.int("layer_norms", 2, min=1),
         "implementation": table.str("implementation", "fused", choices=iter(IMPLEMENTATIONS)),
         "source": table.str("source"),
     }

@@ -15,6 +15,12 @@ router              ``2 h experts``                            MoE only
 LM head             ``2 h vocab``                              once, after the last layer
 ==================  =========================================  ================================
 
+With multi-head latent attention the q, k, v row is the low-rank projections (``q_a``, ``q_b``,
+``kv_a``, ``kv_b``: :mod:`.params`) and ``A V`` runs at the value width ``heads x v_head_dim``;
+shared experts add ``2 (2 or 3) h shared_ffn`` to every MoE layer; a model whose layers differ
+(dense-first MoE, sliding windows on some layers) counts the **mean layer**, so ``layers x
+layer`` is the model's exact total.
+
 ``keys`` is the sequence length (``min(seq_len, sliding_window)``): the causal mask is counted
 as **full** by default, as Megatron-LM (Narayanan et al. 2021, appendix) and PaLM (Chowdhery et
 al. 2022, appendix B: ``6N + 12 L H Q T``) count it, so that model FLOPs and MFU compare across
@@ -51,6 +57,7 @@ __all__ = [
     "LayerFlops",
     "TrainingFlops",
     "keys_per_query",
+    "mean_keys_per_query",
     "layer_forward_flops",
     "training_flops",
     "recompute_flops",
@@ -132,6 +139,46 @@ def _causal_sum(length, window: int | None):
     return w * (w + 1) / 2 + (n - w) * w
 
 
+def mean_keys_per_query(model: Transformer, seq_len, *, causal: bool = False,
+                        document_length: int | None = None):
+    """:func:`keys_per_query` averaged over ``model``'s layers: its sliding window on
+    ``window_layer_count`` of them (Gemma 2 every other layer), full attention on the rest
+    (``document_length``: packed documents, as :func:`keys_per_query`)."""
+    windowed = model.window_layer_count
+    full = keys_per_query(seq_len, None, causal=causal, document_length=document_length)
+    if not windowed:
+        return full
+    local = keys_per_query(seq_len, model.sliding_window, causal=causal,
+                           document_length=document_length)
+    if windowed == model.layers:
+        return local
+    share = windowed / model.layers
+    return float_or_array(share * np.asarray(local) + (1.0 - share) * np.asarray(full))
+
+
+def projection_flops(model: Transformer) -> float:
+    """Forward FLOPs per token of one layer's q, k, v projections (MLA: q_a, q_b, kv_a, kv_b)."""
+    h, q = model.hidden, model.q_dim
+    if not model.is_mla:
+        return 2.0 * h * (q + model.kv_dim + model.v_dim)
+    r, rq = model.kv_lora_rank, model.q_lora_rank
+    queries = h * q if rq is None else h * rq + rq * q
+    kv = h * (r + model.rope_head_dim) + r * model.heads * (
+        model.head_dim - model.rope_head_dim + model.v_head_dim)
+    return 2.0 * (queries + kv)
+
+
+def mlp_flops(model: Transformer) -> float:
+    """Forward FLOPs per token of the mean layer's MLP: the dense-first layers' MLPs and, on MoE
+    layers, top-k experts, the shared experts and their gate (the router apart)."""
+    m = 3 if model.gated_mlp else 2
+    h = model.hidden
+    dense = (model.layers - model.moe_layers) * m * model.dense_ffn
+    moe = model.moe_layers * (m * (model.ffn_hidden * model.moe_top_k + model.moe_shared_ffn)
+                              + model.moe_shared_gate)
+    return 2.0 * h * (dense + moe) / model.layers
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LayerFlops:
     """Forward FLOPs per token of one transformer layer, by matmul."""
@@ -158,17 +205,15 @@ def layer_forward_flops(model: Transformer, seq_len, *, causal: bool = False,
                         document_length: int | None = None) -> LayerFlops:
     """Forward FLOPs per token of one layer for sequences of ``seq_len`` tokens (packing
     documents of ``document_length`` tokens: :func:`keys_per_query`)."""
-    h, q, kv = model.hidden, model.q_dim, model.kv_dim
-    keys = keys_per_query(seq_len, model.sliding_window, causal=causal,
-                          document_length=document_length)
-    mlp_matrices = 3 if model.gated_mlp else 2
+    h, q = model.hidden, model.q_dim
+    keys = mean_keys_per_query(model, seq_len, causal=causal, document_length=document_length)
     return LayerFlops(
-        qkv=2.0 * h * (q + 2 * kv),
+        qkv=projection_flops(model),
         scores=float_or_array(2.0 * np.asarray(keys) * q),
-        values=float_or_array(2.0 * np.asarray(keys) * q),
-        attention_output=2.0 * q * h,
-        mlp=2.0 * mlp_matrices * h * model.ffn_hidden * model.experts_per_token,
-        router=2.0 * h * model.moe_experts,
+        values=float_or_array(2.0 * np.asarray(keys) * model.o_dim),
+        attention_output=2.0 * model.o_dim * h,
+        mlp=mlp_flops(model),
+        router=2.0 * h * model.moe_experts * model.moe_layers / model.layers,
     )
 
 

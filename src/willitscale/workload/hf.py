@@ -1,4 +1,6 @@
-"""Model shapes from a Hugging Face ``config.json`` (GPT-2, Llama, Mistral, Qwen2, Mixtral).
+"""Model shapes from a Hugging Face ``config.json``: GPT-2, Llama, Mistral, Qwen2/2.5, Mixtral
+here; Qwen3, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2/V3, Gemma 2/3, Phi-3 and OLMo 2 in
+:mod:`.hf_families`.
 
 Only the keys that change a parameter, FLOP or activation count are read; each family's
 defaults are those of its ``transformers`` configuration class (e.g. ``tie_word_embeddings``
@@ -16,6 +18,7 @@ from typing import Any
 
 from willitscale.config import Table
 from willitscale.errors import ConfigError
+from willitscale.workload.hf_families import FAMILIES
 from willitscale.workload.transformer import Transformer
 
 __all__ = ["load_hf_config", "transformer_from_hf", "HF_MODEL_TYPES"]
@@ -87,13 +90,17 @@ def _mixtral(t: Table) -> dict[str, Any]:
                               moe_top_k=t.int("num_experts_per_tok", min=1))
 
 
+def _family(reader: Callable[[Table, Callable], dict[str, Any]]) -> Callable[[Table], dict[str, Any]]:
+    return lambda t: reader(t, _llama_like)
+
+
 HF_MODEL_TYPES: Mapping[str, Callable[[Table], dict[str, Any]]] = {
     "gpt2": _gpt2,
     "llama": _llama,
     "mistral": _mistral,
     "qwen2": _qwen2,
     "mixtral": _mixtral,
-}
+} | {name: _family(reader) for name, reader in FAMILIES.items()}
 
 
 def transformer_from_hf(config: Mapping[str, Any], name: str, *, where: str = "config.json") -> Transformer:

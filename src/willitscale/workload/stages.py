@@ -24,14 +24,16 @@ all-reduce of its gradient between the first and last stages).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
 from willitscale.workload.flops import RECOMPUTE, training_flops
 from willitscale.workload.params import param_count
 
-__all__ = ["ModelTerms", "model_terms", "stage_layers", "stage_counts", "stage_flags"]
+__all__ = ["ModelTerms", "model_terms", "stage_layers", "stage_counts", "stage_flags",
+           "stage_dense_layers", "layer_kinds"]
 
 #: index of each recomputation mode in :attr:`ModelTerms.recompute_token`
 RECOMPUTE_INDEX = {name: i for i, name in enumerate(RECOMPUTE)}
@@ -61,10 +63,12 @@ class ModelTerms:
     kv_dim: int  #: key/value width (all heads)
     kv_heads: int
     head_dim: int
+    v_head_dim: int = 0  #: value head width (0: = head_dim; MLA's differ)
     tied: bool
     moe: bool
     experts: int
     top_k: int
+    moe_layer_share: float = 1.0  #: the share of layers that are MoE (dense-first layers are not)
     token_embedding: float  #: parameters
     total_params: float
 
@@ -109,8 +113,10 @@ def model_terms(scenario) -> ModelTerms:
         fc1_token=float(flops.layer_forward.mlp) * (2.0 if model.gated_mlp else 1.0)
         / (3.0 if model.gated_mlp else 2.0),
         kv_dim=model.kv_dim, kv_heads=model.kv_heads, head_dim=model.head_dim,
+        v_head_dim=model.v_head_dim,
         tied=model.tied_embeddings, moe=model.is_moe, experts=model.moe_experts,
         top_k=model.moe_top_k, token_embedding=float(counts.token_embedding),
+        moe_layer_share=model.moe_layers / model.layers if model.is_moe else 1.0,
         total_params=float(counts.total))
 
 
@@ -138,3 +144,28 @@ def stage_layers(layers: int, pp):
     per = np.where(uniform, layers / p, (layers + 2) / p)
     edge = np.where(uniform, per, per - 1)
     return np.stack([edge, per, edge], axis=-1), uniform | balanced
+
+
+def stage_dense_layers(dense_layers: int, layers: int, per_column):
+    """Dense-first layers each column holds (shape of ``per_column``, the layers per column):
+    the first stage holds the model's first layers, so as many of them as it has room for;
+    the rest are spread over the other columns in proportion to their layers (exact when the
+    first stage holds them all, as DeepSeek-V3's 3 do on any split of its 61 layers)."""
+    n = np.asarray(per_column, dtype=float)
+    first = np.minimum(float(dense_layers), n[..., 0])
+    rest_layers = layers - n[..., 0]
+    share = np.where(rest_layers > 0, (dense_layers - first) / np.maximum(rest_layers, 1.0), 0.0)
+    return np.concatenate([first[..., None], n[..., 1:] * share[..., None]], axis=-1)
+
+
+@lru_cache(maxsize=64)
+def layer_kinds(model):
+    """``(dense-first layer, MoE layer)`` shapes of a mixture of experts whose first layers are
+    dense: the same model with every layer of one kind, so that a per-layer count of it is that
+    layer's; None for any other model."""
+    if not (model.is_moe and model.dense_layers):
+        return None
+    moe = replace(model, dense_layers=0, dense_ffn=None)
+    dense = replace(model, moe_experts=0, moe_top_k=0, moe_shared_ffn=0, moe_shared_gate=False,
+                    dense_layers=0, ffn_hidden=model.dense_ffn, dense_ffn=None)
+    return dense, moe
