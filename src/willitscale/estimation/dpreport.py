@@ -22,9 +22,9 @@ __all__ = ["data_parallel_parts"]
 def data_parallel_parts(scenario, ctx, result, breakdown) -> SimpleNamespace:
     detail = result.detail
     empty = np.zeros(0)
-    sizes, ready, durations, counts, _ = detail["tail"].schedule.get(0, (empty,) * 4 + (0.0,))
-    fwd_mb = float(detail["comp"].forward[0, 0])
-    bwd_mb = float(detail["comp"].backward[0, 0])
+    sizes, ready, durations, counts, _ = detail.tail.schedule.get(0, (empty,) * 4 + (0.0,))
+    fwd_mb = float(detail.comp.forward[0, 0])
+    bwd_mb = float(detail.comp.backward[0, 0])
     m = scenario.plan.grad_accum
     compute = breakdown.forward + breakdown.backward
     start, end = comm_schedule(np.asarray(ready) + (compute - bwd_mb), durations)

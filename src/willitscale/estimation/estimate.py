@@ -140,7 +140,7 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
 
 
 def _compute_kinds(result) -> ComputeKinds | None:
-    kinds = result.detail.get("compute_kinds") or {}
+    kinds = result.detail.compute_kinds or {}
     if not kinds:
         return None
     one = lambda part, k: float(np.asarray(kinds[part][k])[0])  # noqa: E731
@@ -154,7 +154,7 @@ def _compute_kinds(result) -> ComputeKinds | None:
 def _timeline_with_kinds(timeline, result):
     """The timeline's forward and backward spans carry the per-op model's split of their pass
     by op kind (shares of the pass, in the trace viewer's arguments)."""
-    kinds = result.detail.get("compute_kinds") or {}
+    kinds = result.detail.compute_kinds or {}
     if timeline is None or not kinds:
         return timeline
     shares = {}

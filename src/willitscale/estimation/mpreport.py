@@ -75,7 +75,7 @@ def _why(kind: str, scenario) -> str:
 
 def _comm_ops(scenario, ctx, result, rows) -> tuple[CommReport, ...]:
     by_kind = {r["parallelism"]: r for r in rows}
-    places = result.detail["places"]
+    places = result.detail.places
     ops = []
     for kind, per in result.traffic.items():
         time = float(np.asarray(per["time"])[0])

@@ -34,18 +34,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from willitscale.collectives.lines import cluster_links
-from willitscale.compute.efficiency import resolved_efficiency
+from willitscale.collectives.lines import ClusterLinks, cluster_links
+from willitscale.compute.efficiency import Efficiency, resolved_efficiency
+from willitscale.compute.layer import LayerSpec
 from willitscale.compute.model import layer_spec
 from willitscale.memory.device import verdict_codes
 from willitscale.memory.frameworks import convention_table, state_bytes_table
-from willitscale.memory.stage import MemorySettings
+from willitscale.memory.stage import MemorySettings, StageMemory
 from willitscale.memory.state import get_convention
+from willitscale.scenario.scenario import Scenario
 from willitscale.step.data import _layer_split
+from willitscale.step.detail import StepDetail
 from willitscale.workload.params import norm_params
-from willitscale.workload.stages import model_terms
+from willitscale.workload.stages import ModelTerms, model_terms
 
-__all__ = ["Context", "BatchResult", "make_context", "memory_settings", "pick"]
+__all__ = ["Context", "BatchResult", "StepDetail", "make_context", "memory_settings", "pick"]
 
 
 
@@ -58,17 +61,17 @@ def pick(x, column):
 class Context:
     """What every plan of a scenario shares."""
 
-    scenario: object
-    terms: object  #: :class:`~willitscale.workload.stages.ModelTerms`
-    links: object  #: :class:`~willitscale.collectives.lines.ClusterLinks`
+    scenario: Scenario
+    terms: ModelTerms
+    links: ClusterLinks
     peak: float
-    efficiency: object  #: a flat :class:`~willitscale.compute.efficiency.Efficiency`, or None (per-op model)
+    efficiency: Efficiency | None  #: a flat efficiency, or None (per-op model or measured step)
     grad_bytes: int
     convention: str  #: the --memory-convention given ("" = the frameworks' own bytes)
     memory: MemorySettings  #: what the memory model needs beyond the plan
     layer_fixed: float  #: norms + router parameters of one layer (not split by tp)
     expert_share: float  #: expert MLPs' share of a layer's split parameters
-    spec: object = None  #: :class:`~willitscale.compute.layer.LayerSpec` when the per-op model times compute
+    spec: LayerSpec | None = None  #: when the per-op model times compute
     flow: object = None  #: the fabric simulator's all-reduce over the whole cluster (--network flow)
 
 
@@ -148,14 +151,14 @@ class BatchResult:
     model_flops: np.ndarray  #: per GPU per step (job total / GPUs)
     executed_flops: np.ndarray
     tokens_per_step: np.ndarray
-    memory: object  #: :class:`~willitscale.memory.stage.StageMemory` (arrays (plans, 3))
+    memory: StageMemory  #: arrays (plans, 3)
     memory_column: np.ndarray  #: the stage column with the most memory
     critical: np.ndarray  #: the stage column with the longest time per micro-batch
     counts: np.ndarray  #: stages per column (plans, 3)
     #: per GPU per step, causal attention counted for its unmasked half (causal-adjusted MFU)
     causal_model_flops: np.ndarray | None = None
     traffic: dict = field(default_factory=dict)  #: kind -> per-step dict of arrays
-    detail: dict = field(default_factory=dict)  #: single-plan extras for reports
+    detail: StepDetail | None = None  #: capacity, peak, ...; single-plan extras for reports
 
     def __repr__(self) -> str:
         step = np.asarray(self.step_time, dtype=float).reshape(-1)
@@ -170,12 +173,12 @@ class BatchResult:
 
     @property
     def capacity(self) -> float:
-        return self.detail["capacity"]
+        return self.detail.capacity
 
     @property
     def memory_limit(self) -> float:
         """Bytes a plan may fill: the scenario's ``memory_fraction`` x the GPU's memory."""
-        return self.detail.get("memory_limit", self.capacity)
+        return self.detail.memory_limit
 
     @property
     def allocated_per_gpu(self) -> np.ndarray:
@@ -195,18 +198,18 @@ class BatchResult:
 
     @property
     def mfu(self) -> np.ndarray:
-        return self.model_flops / (self.step_time * self.detail["peak"])
+        return self.model_flops / (self.step_time * self.detail.peak)
 
     @property
     def mfu_causal(self) -> np.ndarray:
         """MFU with causal attention counted for its unmasked half (the FLOPs a causal kernel
         needs); :attr:`mfu` is PaLM's convention (attention counted in full)."""
         flops = self.model_flops if self.causal_model_flops is None else self.causal_model_flops
-        return flops / (self.step_time * self.detail["peak"])
+        return flops / (self.step_time * self.detail.peak)
 
     @property
     def hfu(self) -> np.ndarray:
-        return self.executed_flops / (self.step_time * self.detail["peak"])
+        return self.executed_flops / (self.step_time * self.detail.peak)
 
     @property
     def tflops_per_gpu(self) -> np.ndarray:

@@ -25,6 +25,7 @@ from willitscale.memory.state import WEIGHT_BYTES
 from willitscale.scenario.batch import PlanBatch
 from willitscale.step.assemble import assemble, optimizer_time_per_param
 from willitscale.step.context import context_traffic, kv_block_bytes
+from willitscale.step.detail import ComputeTimes, StepDetail
 from willitscale.step.engine import BatchResult, Context, make_context
 from willitscale.step.expert import expert_traffic
 from willitscale.step.pipeline import in_flight, pipeline_time, send_traffic
@@ -89,7 +90,7 @@ def _params(ctx, b, st):
     return dense, st.layers * expert_layer[:, None], (dense_layer + expert_layer)[:, None]
 
 
-def _compute(ctx, b, st, detail: bool = False):
+def _compute(ctx, b, st, detail: bool = False) -> ComputeTimes:
     """Compute seconds per micro-batch: ``forward``, ``backward`` (incl. recomputation) per
     column (plans, 3); per layer (plans,): the QKV, first-MLP and LM-head weight-gradient GEMMs
     (what TP's backward all-reduces hide behind) and the attention core's forward (what ring
@@ -115,13 +116,13 @@ def _compute(ctx, b, st, detail: bool = False):
     with np.errstate(divide="ignore", invalid="ignore"):
         per_flop = np.where(executed > 0, seconds / executed, 0.0)[:, 0]
     tokens = st.tokens / b.tp
-    return SimpleNamespace(
+    return ComputeTimes(
         forward=forward, backward=seconds - forward, wgrad_qkv=t.qkv_token * tokens * per_flop,
         wgrad_fc1=t.fc1_token * tokens * per_flop, wgrad_head=t.head_forward_token * tokens * per_flop,
         attention=t.attention_core_token * tokens * per_flop, kinds={}, ops=())
 
 
-def _per_op(ctx, b, st, detail: bool):
+def _per_op(ctx, b, st, detail: bool) -> ComputeTimes:
     """The per-op model (:mod:`willitscale.compute.model`) per column."""
     c = op_costs(ctx.spec, b, detail=detail)
     col = lambda x: np.asarray(x)[:, None]  # noqa: E731
@@ -141,9 +142,9 @@ def _per_op(ctx, b, st, detail: bool):
                               for n in k["layer_bwd"]},
                  "recompute": {n: st.layers * col(k["layer_recompute"][n]) * st.share
                                for n in k["layer_bwd"]}}
-    return SimpleNamespace(forward=forward, backward=backward, wgrad_qkv=c.wgrad_qkv,
-                           wgrad_fc1=c.wgrad_fc1, wgrad_head=c.wgrad_head,
-                           attention=c.attention_fwd, kinds=kinds, ops=c.ops)
+    return ComputeTimes(forward=forward, backward=backward, wgrad_qkv=c.wgrad_qkv,
+                        wgrad_fc1=c.wgrad_fc1, wgrad_head=c.wgrad_head,
+                        attention=c.attention_fwd, kinds=kinds, ops=tuple(c.ops))
 
 
 def _places(ctx, b):
@@ -273,10 +274,10 @@ def _memory_result(ctx, b, st, mem):
                        overlap_slowdown=nan, exposed_comms=nan, optimizer=nan, bubble=nan,
                        compute=nan, comms=nan, model_flops=nan, executed_flops=nan,
                        tokens_per_step=nan, memory=mem, memory_column=column, critical=column,
-                       counts=st.counts, detail={"capacity": ctx.scenario.cluster.gpu.memory,
-                                                 "peak": ctx.peak, "memory_limit":
-                                                 ctx.scenario.memory_fraction
-                                                 * ctx.scenario.cluster.gpu.memory})
+                       counts=st.counts, detail=StepDetail(
+                           capacity=ctx.scenario.cluster.gpu.memory, peak=ctx.peak,
+                           memory_limit=ctx.scenario.memory_fraction
+                           * ctx.scenario.cluster.gpu.memory))
 
 
 def evaluate(scenario, batch: PlanBatch, *, context: Context | None = None, detail: bool = False,

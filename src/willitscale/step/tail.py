@@ -13,14 +13,13 @@ crosses.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 
 from willitscale.collectives.lines import line_time, pair_time, select_lines, take_lines
 from willitscale.memory.state import WEIGHT_BYTES
 from willitscale.step.buckets import comm_schedule
 from willitscale.step.data import bucket_tail, stage_buckets
+from willitscale.step.detail import GradientTail
 from willitscale.step.sharding import param_gather_exposed
 
 __all__ = ["gradient_tail", "expert_share"]
@@ -94,7 +93,8 @@ def _groups(keys, rows):
         yield keys[members[0]], rows[members]
 
 
-def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *, detail: bool = False):
+def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *,
+                  detail: bool = False) -> GradientTail:
     total, exposed, stretch, schedule, experts = _bucket_rows(ctx, b, st, params, L, bwd_k,
                                                               places["shard"].size, detail)
     m = st.m[:, None]
@@ -123,7 +123,7 @@ def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *, detail: bool =
     ag_exp = np.where(st.active, ag_exp, 0.0)
     ag_col = np.argmax(ag_exp, axis=-1)
     zero12 = (b.zero == 1) | (b.zero == 2)
-    return SimpleNamespace(
+    return GradientTail(
         total=total, exposed=exposed, hidden=hidden, slowdown=slowdown,
         extra=np.max(np.where(st.active, extra, 0.0), -1), tail=tail, tail_col=tail_col,
         emb_ar=emb_ar, ag_total=np.where(zero12, np.take_along_axis(ag, ag_col[:, None], -1)[:, 0], 0.0),

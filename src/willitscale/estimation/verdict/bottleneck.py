@@ -217,7 +217,7 @@ def find_bottleneck(*, scenario, ctx, result, breakdown, ops) -> Bottleneck:
         reason = (f"storage: {format_time(breakdown.data_loading)} ({_pct(data_share)}) of the "
                   f"step waits for the step's samples at {format_bandwidth(data.storage_bandwidth)} "
                   f"per node")
-        load = float(np.asarray(result.detail["load"])[0])
+        load = float(np.asarray(result.detail.load)[0])
         fixes = (f"storage bandwidth >= {format_bandwidth(data.storage_bandwidth * load / rest)} "
                  "per node (the reads then hide behind the rest of the step)",)
     elif comms > 0:
@@ -232,7 +232,7 @@ def find_bottleneck(*, scenario, ctx, result, breakdown, ops) -> Bottleneck:
                   f"step{on_top}; one GPU, no gradients to synchronise")
     busy = [("compute", compute), ("communication", comms)]
     if scenario.data is not None:
-        busy.append(("storage", float(np.asarray(result.detail["load"])[0])))
+        busy.append(("storage", float(np.asarray(result.detail.load)[0])))
     return Bottleneck(resource=resource, reason=reason, fixes=fixes, busy=tuple(busy),
                       shares=(("communication", comm_share), ("data_loading", data_share),
                               ("bubble", breakdown.bubble / step)),
