@@ -24,9 +24,14 @@ the step itself: the level whose bandwidth, doubled, cuts exposed communication 
 the communication's busy time) is the one a fix must speed up. A measured all-reduce
 (``--allreduce-time``) is its own level, ``measured``.
 
-Each evaluation is the batched engine on a batch of one plan (a few milliseconds), on a context
-whose links are scaled (:func:`scaled_context`), so the estimate, its fixes, ``requirements``
-and the planner use the same numbers.
+Every probe is the batched engine's answer for the plan on links scaled by a factor, so the
+estimate, its fixes, ``requirements`` and the planner use the same numbers. The probes of one
+question run as the rows of **one** batch whose links take a factor per row
+(:meth:`~willitscale.collectives.lines.ClusterLinks.with_plan_scale`, :func:`probe_outcomes`):
+:func:`limiting_level`'s two doublings in one pass, :func:`least_factor`'s bisection
+:data:`LOOKAHEAD` levels of its tree per pass (the same midpoints, walked in the same order, so the
+same answer as one run per probe). A measured all-reduce's factor and a simulated fabric
+(``--network flow``) are applied per probe instead (:func:`scaled_context`, one run each).
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ from willitscale.topology.placement import group_placement
 
 __all__ = ["EXPOSED_SHARE_LIMIT", "LEVEL_RESOURCE", "BANDWIDTH_RANGE", "BANDWIDTH_RTOL", "Outcome",
            "BandwidthNeed", "available_levels", "exposed_share", "least_factor", "limiting_level",
-           "in_node_tensor_exposed", "needed_bandwidth", "outcome", "scaled_context"]
+           "in_node_tensor_exposed", "needed_bandwidth", "outcome", "probe_outcomes",
+           "scaled_context", "LOOKAHEAD"]
 
 #: exposed communication above this share of the step makes the network the bottleneck
 EXPOSED_SHARE_LIMIT = 0.05
@@ -53,6 +59,8 @@ _PROBE = 2.0
 BANDWIDTH_RANGE = 1e4
 #: ... to this relative tolerance: 0.1%, below the 3 significant digits every figure prints
 BANDWIDTH_RTOL = 1e-3
+#: bisection levels :func:`least_factor` evaluates per engine pass (2**LOOKAHEAD - 1 probes)
+LOOKAHEAD = 3
 
 
 def exposed_share(exposed, step):
@@ -88,7 +96,8 @@ class Outcome:
     tensor_exposed: float  #: exposed tensor-parallel communication inside a node, not judged
     comms: float  #: communication busy time
     memory: float  #: bytes per GPU (largest stage)
-    result: object  #: the engine's BatchResult
+    result: object  #: the engine's BatchResult (its rows: the probes of one pass)
+    row: int = 0  #: this outcome's row of ``result``
 
     @property
     def share(self) -> float:
@@ -114,7 +123,25 @@ def outcome(ctx, batch, index: int = 0, result=None) -> Outcome:
     tensor = pick(in_node_tensor_exposed(ctx, batch, r))
     return Outcome(step=pick(r.step_time), exposed=pick(r.exposed_comms) - tensor,
                    tensor_exposed=tensor, comms=pick(r.comms), memory=pick(r.memory_per_gpu),
-                   result=r)
+                   result=r, row=index)
+
+
+def probe_outcomes(ctx, batch, changes, index: int = 0) -> list[Outcome]:
+    """Plan ``index`` of ``batch`` under each change (a dict level -> factor on that level's
+    bandwidth, as :func:`scaled_context` takes), in one engine pass: the changes are the rows of
+    one batch whose links take a factor per row. Changes of a measured all-reduce, a simulated
+    fabric, or links already scaled per plan are evaluated one run each."""
+    changes = list(changes)
+    if not changes:
+        return []
+    one = batch.take(np.full(len(changes), index))
+    if (ctx.flow is not None or ctx.links.plan_scale is not None
+            or any(set(c) - {"intra", "inter"} for c in changes)):
+        return [outcome(scaled_context(ctx, **c), one, i) for i, c in enumerate(changes)]
+    links = ctx.links.with_plan_scale([c.get("intra", 1.0) for c in changes],
+                                      [c.get("inter", 1.0) for c in changes])
+    r = run(replace(ctx, links=links), one)
+    return [outcome(ctx, one, i, r) for i in range(len(changes))]
 
 
 def available_levels(ctx) -> tuple[str, ...]:
@@ -136,8 +163,8 @@ def limiting_level(ctx, batch, base: Outcome | None = None) -> str | None:
     None when no level changes anything (one GPU, or no communication)."""
     base = base or outcome(ctx, batch)
     best, key = None, (base.exposed, base.comms)
-    for level in available_levels(ctx):
-        out = outcome(scaled_context(ctx, **{level: _PROBE}), batch)
+    levels = available_levels(ctx)
+    for level, out in zip(levels, probe_outcomes(ctx, batch, [{lv: _PROBE} for lv in levels])):
         candidate = (out.exposed, out.comms)
         if candidate < key and not np.allclose(candidate, (base.exposed, base.comms), rtol=1e-9,
                                                atol=1e-12):
@@ -150,25 +177,39 @@ def least_factor(ctx, batch, levels, *, share: float = EXPOSED_SHARE_LIMIT, lo: 
     """``(factor, outcome)``: the least factor in ``[lo, hi]`` on the bandwidth of every level in
     ``levels`` at which exposed communication is at most ``share`` of the step, found by geometric
     bisection to ``rtol`` (the exposed share never grows with bandwidth: a property test checks
-    it). ``(None, outcome at hi)`` when even ``hi`` is not enough."""
-    def at(factor: float) -> Outcome:
-        return outcome(scaled_context(ctx, **{level: factor for level in levels}), batch)
+    it). ``(None, outcome at hi)`` when even ``hi`` is not enough. The probes run
+    :data:`LOOKAHEAD` levels of the bisection per engine pass (:func:`probe_outcomes`)."""
+    def at(factors) -> list[Outcome]:
+        return probe_outcomes(ctx, batch, [{level: f for level in levels} for f in factors])
 
-    top = at(hi)
+    top, bottom = at([hi, lo])
     if top.share > share:
         return None, top
-    bottom = at(lo)
     if bottom.share <= share:
         return lo, bottom
     best = top
     while hi / lo > 1 + rtol:
-        mid = math.sqrt(lo * hi)
-        out = at(mid)
-        if out.share <= share:
-            hi, best = mid, out
-        else:
-            lo = mid
+        tree = _bisection_tree(lo, hi, rtol, LOOKAHEAD)
+        outs = dict(zip([(a, b) for a, b, _ in tree], at([mid for _, _, mid in tree])))
+        for _ in range(LOOKAHEAD):  # the walk the one-probe-per-run bisection takes
+            if not hi / lo > 1 + rtol:
+                break
+            mid, out = math.sqrt(lo * hi), outs[(lo, hi)]
+            if out.share <= share:
+                hi, best = mid, out
+            else:
+                lo = mid
     return hi, best
+
+
+def _bisection_tree(lo: float, hi: float, rtol: float, depth: int) -> list[tuple]:
+    """``(lo, hi, midpoint)`` of every interval the geometric bisection of ``[lo, hi]`` can
+    reach in ``depth`` steps (the midpoints it would probe, computed as it computes them)."""
+    if depth == 0 or not hi / lo > 1 + rtol:
+        return []
+    mid = math.sqrt(lo * hi)
+    return ([(lo, hi, mid)] + _bisection_tree(lo, mid, rtol, depth - 1)
+            + _bisection_tree(mid, hi, rtol, depth - 1))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
