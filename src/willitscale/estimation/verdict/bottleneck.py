@@ -190,13 +190,15 @@ def network_fixes(scenario, ctx, base, level: str | None) -> tuple[str, ...]:
     return tuple(fixes + _batch_fixes(scenario, ctx, base) + _bf16_fix(scenario, base))
 
 
-def find_bottleneck(*, scenario, ctx, result, breakdown, ops) -> Bottleneck:
-    """The data-parallel step's bottleneck with a one-line reason and computed fixes."""
+def find_bottleneck(*, scenario, ctx, result, breakdown, ops, probed=None) -> Bottleneck:
+    """The data-parallel step's bottleneck with a one-line reason and computed fixes;
+    ``probed``: :func:`~.levers.limiting_level`'s probes when already evaluated."""
 
     step = breakdown.total
     base = outcome(ctx, PlanBatch.from_plans([scenario.plan]), result=result)
     comm_share, data_share = base.share, breakdown.data_loading / step
-    level = limiting_level(ctx, PlanBatch.from_plans([scenario.plan]), base) if base.comms > 0 else None
+    level = (limiting_level(ctx, PlanBatch.from_plans([scenario.plan]), base, probed)
+             if base.comms > 0 else None)
     resource = verdict_resource(ctx, comm_share, data_share, level)
     compute = breakdown.forward + breakdown.backward
     op = ops[0] if ops else None

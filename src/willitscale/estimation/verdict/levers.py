@@ -47,6 +47,7 @@ from willitscale.topology.placement import group_placement
 __all__ = ["EXPOSED_SHARE_LIMIT", "LEVEL_RESOURCE", "BANDWIDTH_RANGE", "BANDWIDTH_RTOL", "Outcome",
            "BandwidthNeed", "available_levels", "exposed_share", "least_factor", "limiting_level",
            "in_node_tensor_exposed", "needed_bandwidth", "outcome", "probe_outcomes",
+           "probe_context", "level_probes",
            "scaled_context", "LOOKAHEAD"]
 
 #: exposed communication above this share of the step makes the network the bottleneck
@@ -126,22 +127,39 @@ def outcome(ctx, batch, index: int = 0, result=None) -> Outcome:
                    result=r, row=index)
 
 
+def probe_context(ctx, changes):
+    """``ctx`` whose links take row ``i`` of a batch ``changes[i]`` times faster (a dict level ->
+    factor, as :func:`scaled_context` takes; ``{}``: as they are), or None when the changes
+    cannot be rows of one pass: a measured all-reduce's factor, a simulated fabric
+    (``--network flow``), or links already scaled per plan."""
+    if (ctx.flow is not None or ctx.links.plan_scale is not None
+            or any(set(c) - {"intra", "inter"} for c in changes)):
+        return None
+    links = ctx.links.with_plan_scale([c.get("intra", 1.0) for c in changes],
+                                      [c.get("inter", 1.0) for c in changes])
+    return replace(ctx, links=links)
+
+
 def probe_outcomes(ctx, batch, changes, index: int = 0) -> list[Outcome]:
     """Plan ``index`` of ``batch`` under each change (a dict level -> factor on that level's
     bandwidth, as :func:`scaled_context` takes), in one engine pass: the changes are the rows of
-    one batch whose links take a factor per row. Changes of a measured all-reduce, a simulated
-    fabric, or links already scaled per plan are evaluated one run each."""
+    one batch whose links take a factor per row (:func:`probe_context`); where they cannot be,
+    one run per change on a :func:`scaled_context`."""
     changes = list(changes)
     if not changes:
         return []
     one = batch.take(np.full(len(changes), index))
-    if (ctx.flow is not None or ctx.links.plan_scale is not None
-            or any(set(c) - {"intra", "inter"} for c in changes)):
+    probe = probe_context(ctx, changes)
+    if probe is None:
         return [outcome(scaled_context(ctx, **c), one, i) for i, c in enumerate(changes)]
-    links = ctx.links.with_plan_scale([c.get("intra", 1.0) for c in changes],
-                                      [c.get("inter", 1.0) for c in changes])
-    r = run(replace(ctx, links=links), one)
+    r = run(probe, one)
     return [outcome(ctx, one, i, r) for i in range(len(changes))]
+
+
+def level_probes(ctx) -> tuple[tuple[str, dict], ...]:
+    """``(level, change)`` of each probe :func:`limiting_level` makes: every available level's
+    bandwidth doubled."""
+    return tuple((level, {level: _PROBE}) for level in available_levels(ctx))
 
 
 def available_levels(ctx) -> tuple[str, ...]:
@@ -158,13 +176,20 @@ def available_levels(ctx) -> tuple[str, ...]:
     return tuple(out)
 
 
-def limiting_level(ctx, batch, base: Outcome | None = None) -> str | None:
+def limiting_level(ctx, batch, base: Outcome | None = None,
+                   probed: dict[str, Outcome] | None = None) -> str | None:
     """The level whose bandwidth, doubled, cuts exposed communication most (then the busy time);
-    None when no level changes anything (one GPU, or no communication)."""
+    None when no level changes anything (one GPU, or no communication). ``probed``: the
+    outcomes of :func:`level_probes` when the caller evaluated them already (level -> outcome),
+    e.g. as extra rows of its own engine pass."""
     base = base or outcome(ctx, batch)
     best, key = None, (base.exposed, base.comms)
-    levels = available_levels(ctx)
-    for level, out in zip(levels, probe_outcomes(ctx, batch, [{lv: _PROBE} for lv in levels])):
+    probes = level_probes(ctx)
+    if probed is None:
+        outs = probe_outcomes(ctx, batch, [change for _, change in probes])
+        probed = {level: out for (level, _), out in zip(probes, outs)}
+    for level, _ in probes:
+        out = probed[level]
         candidate = (out.exposed, out.comms)
         if candidate < key and not np.allclose(candidate, (base.exposed, base.comms), rtol=1e-9,
                                                atol=1e-12):
