@@ -186,9 +186,12 @@ def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLine
                        slope=np.vstack([a.slope, b.slope]), geometry=geometry, affine=affine)
     a, b = a.full(), b.full()
 
-    def block(x, y, fill):
-        return np.block([[x, np.full((x.shape[0], y.shape[1]), fill)],
-                         [np.full((y.shape[0], x.shape[1]), fill), y]])
+    def block(x, y, fill):  # [[x, fill], [fill, y]]
+        out = np.full((x.shape[0] + y.shape[0], x.shape[1] + y.shape[1]), fill,
+                      dtype=np.result_type(x, y, np.asarray(fill)))
+        out[:x.shape[0], :x.shape[1]] = x
+        out[x.shape[0]:, x.shape[1]:] = y
+        return out
 
     return CollectiveLines(
         op=a.op, algorithms=a.algorithms + b.algorithms, tolerance=a.tolerance,

@@ -54,7 +54,37 @@ __all__ = ["Context", "BatchResult", "StepDetail", "make_context", "memory_setti
 
 def pick(x, column):
     """``x[i, column[i]]`` for arrays of shape ``(plans, 3)``."""
-    return np.take_along_axis(np.asarray(x), np.asarray(column)[:, None], axis=-1)[:, 0]
+    x, column = np.asarray(x), np.asarray(column)
+    if x.ndim == 2 and x.shape[0] == column.shape[0]:
+        return x[np.arange(column.shape[0]), column]
+    return np.take_along_axis(x, column[:, None], axis=-1)[:, 0]
+
+
+#: batches up to this many plans have their pure parts kept in :attr:`Context.memo`
+MEMO_PLANS = 256
+#: entries :attr:`Context.memo` holds before it starts afresh
+MEMO_ENTRIES = 1024
+
+
+def memo(ctx, key, make):
+    """``make()``, kept in ``ctx.memo`` under ``key`` (a tuple naming every input of ``make``);
+    ``key`` None: not kept (large batches)."""
+    if key is None:
+        return make()
+    hit = ctx.memo.get(key)
+    if hit is None:
+        if len(ctx.memo) >= MEMO_ENTRIES:
+            ctx.memo.clear()
+        hit = ctx.memo[key] = make()
+    return hit
+
+
+def batch_key(batch, names) -> tuple | None:
+    """The bytes of ``batch``'s columns ``names`` (a :func:`memo` key part); None for batches of
+    more than :data:`MEMO_PLANS` plans."""
+    if len(batch) > MEMO_PLANS:
+        return None
+    return tuple(np.ascontiguousarray(getattr(batch, n)).tobytes() for n in names)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +103,10 @@ class Context:
     expert_share: float  #: expert MLPs' share of a layer's split parameters
     spec: LayerSpec | None = None  #: when the per-op model times compute
     flow: object = None  #: the fabric simulator's all-reduce over the whole cluster (--network flow)
+    #: results of the engine's pure parts already computed for small batches on this context
+    #: (per-op compute, group placements), by what they depend on (:func:`memo`); shared by the
+    #: contexts :func:`dataclasses.replace` makes of it, so every key names its inputs
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def make_context(scenario) -> Context:

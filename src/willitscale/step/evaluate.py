@@ -26,7 +26,7 @@ from willitscale.scenario.batch import PlanBatch
 from willitscale.step.assemble import assemble, optimizer_time_per_param
 from willitscale.step.context import context_traffic, kv_block_bytes
 from willitscale.step.detail import ComputeTimes, StepDetail
-from willitscale.step.engine import BatchResult, Context, make_context
+from willitscale.step.engine import BatchResult, Context, batch_key, make_context, memo
 from willitscale.step.expert import expert_traffic
 from willitscale.step.pipeline import in_flight, pipeline_time, send_traffic
 from willitscale.step.sharding import shard_groups, zero3_exposed
@@ -122,9 +122,16 @@ def _compute(ctx, b, st, detail: bool = False) -> ComputeTimes:
         attention=t.attention_core_token * tokens * per_flop, kinds={}, ops=())
 
 
+#: the batch columns :func:`~willitscale.compute.model.op_costs` reads
+_OP_COLUMNS = ("micro_batch", "tp", "cp", "sequence_parallel", "ep", "grad_accum", "recompute")
+
+
 def _per_op(ctx, b, st, detail: bool) -> ComputeTimes:
     """The per-op model (:mod:`willitscale.compute.model`) per column."""
-    c = op_costs(ctx.spec, b, detail=detail)
+    key = batch_key(b, _OP_COLUMNS)
+    spec = ctx.spec
+    c = memo(ctx, None if key is None else ("op_costs", id(spec), detail, key),
+             lambda: (spec, op_costs(spec, b, detail=detail)))[1]
     col = lambda x: np.asarray(x)[:, None]  # noqa: E731
     forward = st.layers * col(c.layer_fwd) + st.head * col(c.head_fwd) + st.emb * col(c.emb_fwd)
     # the mode's rerun set on its share of the layers (FlashAttention's own rerun of Q K^T is
@@ -148,6 +155,13 @@ def _per_op(ctx, b, st, detail: bool) -> ComputeTimes:
 
 
 def _places(ctx, b):
+    key = batch_key(b, ("tp", "cp", "ep", "dp", "pp", "shard_node", "zero"))
+    g, order = ctx.links.gpus_per_node, ctx.scenario.options.rank_order
+    return memo(ctx, None if key is None else ("places", g, order, key),
+                lambda: _placed(ctx, b))
+
+
+def _placed(ctx, b):
     g, order = ctx.links.gpus_per_node, ctx.scenario.options.rank_order
     deg = {"tp": b.tp, "cp": b.cp, "ep": b.ep, "dp": b.dp, "pp": b.pp}
     p = {k: group_placement(k, deg, g, order) for k in ("tp", "cp", "ep", "pp", "dp", "edp")}
