@@ -109,7 +109,13 @@ class ClusterLinks:
         """These links with per-plan bandwidth factors (arrays of plans; see :attr:`plan_scale`)."""
         intra, inter = np.broadcast_arrays(np.asarray(intra, dtype=float),
                                            np.asarray(inter, dtype=float))
-        return replace(self, plan_scale=np.stack([intra, inter], axis=-1))
+        scale = np.stack([intra, inter], axis=-1)
+        if scale.shape[0] > _CACHED_PLANS:
+            return replace(self, plan_scale=scale)
+        key = ("plan_scale", scale.tobytes())  # kept: the same probes find their lines again
+        if key not in self._lines:
+            self._lines[key] = replace(self, plan_scale=scale)
+        return self._lines[key]
 
 
 def cluster_links(scenario) -> ClusterLinks:

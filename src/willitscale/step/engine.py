@@ -31,6 +31,7 @@ forward and backward in proportion to executed FLOPs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -48,7 +49,8 @@ from willitscale.step.detail import StepDetail
 from willitscale.workload.params import norm_params
 from willitscale.workload.stages import ModelTerms, model_terms
 
-__all__ = ["Context", "BatchResult", "StepDetail", "make_context", "memory_settings", "pick"]
+__all__ = ["Context", "BatchResult", "StepDetail", "make_context", "new_context", "memory_settings",
+           "pick"]
 
 
 
@@ -110,6 +112,39 @@ class Context:
 
 
 def make_context(scenario) -> Context:
+    """What every plan of ``scenario`` shares. A scenario is immutable, so its context is made
+    once and kept (the last :data:`KEPT_CONTEXTS` scenarios, by identity): the collective lines
+    and the pure parts it keeps (:attr:`Context.memo`) then serve every later call on the same
+    scenario (an estimate after a plan search, a what-if after an estimate)."""
+    return _kept_context(_Same(scenario))
+
+
+#: scenarios whose contexts :func:`make_context` keeps
+KEPT_CONTEXTS = 32
+
+
+class _Same:
+    """A key that hashes and compares by the identity of what it holds (and keeps it alive)."""
+
+    __slots__ = ("held",)
+
+    def __init__(self, held) -> None:
+        self.held = held
+
+    def __hash__(self) -> int:
+        return id(self.held)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Same) and other.held is self.held
+
+
+@lru_cache(maxsize=KEPT_CONTEXTS)
+def _kept_context(key: _Same) -> Context:
+    return new_context(key.held)
+
+
+def new_context(scenario) -> Context:
+    """A fresh :class:`Context` of ``scenario`` (:func:`make_context` keeps one per scenario)."""
     spec = per_op_spec(scenario)
     eff = (resolved_efficiency(scenario, per_op=spec is not None)
            if scenario.measured.step_time_one_gpu is None else None)
