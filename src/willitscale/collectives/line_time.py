@@ -144,6 +144,10 @@ def _achieved(lines, terms, rows, index, L, T):
             + T * terms.inv_efficiency[index] + fill)
 
 
+#: up to this many (plan, size) elements :func:`line_time` evaluates each one directly
+_SMALL = 64
+
+
 def line_time(lines: CollectiveLines, size, *, with_choice: bool = False):
     """Seconds of the collective for ``size`` bytes (shape ``(plans,)`` or ``(plans, k)``).
 
@@ -155,6 +159,10 @@ def line_time(lines: CollectiveLines, size, *, with_choice: bool = False):
         s = np.full(lines.plans, float(s))
     plan_rows = lines.rows_of_plans().reshape((-1,) + (1,) * max(s.ndim - 1, 0))
     shape = np.broadcast_shapes(plan_rows.shape, s.shape)
+    if np.prod(shape) <= _SMALL:  # a few elements: each evaluated, no search for repeats
+        rows, sizes = np.broadcast_arrays(plan_rows, s)
+        time, index = _evaluate(lines, rows.ravel(), sizes.ravel())
+        return (time.reshape(shape), index.reshape(shape)) if with_choice else time.reshape(shape)
     rows_u, rows_inv = np.unique(plan_rows, return_inverse=True)
     sizes_u, sizes_inv = np.unique(s, return_inverse=True)
     if len(rows_u) * len(sizes_u) < np.prod(shape):  # each distinct (geometry, size) once
