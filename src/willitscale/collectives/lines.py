@@ -114,6 +114,8 @@ class ClusterLinks:
             return replace(self, plan_scale=scale)
         key = ("plan_scale", scale.tobytes())  # kept: the same probes find their lines again
         if key not in self._lines:
+            if len(self._lines) >= _CACHED_ENTRIES:
+                self._lines.clear()
             self._lines[key] = replace(self, plan_scale=scale)
         return self._lines[key]
 
@@ -257,6 +259,8 @@ def collective_lines(op: str, placement, links: ClusterLinks, *, ranks=None) -> 
     if lines is None:
         lines = _build_lines(op, placement, links, ranks)
         if key is not None:
+            if len(links._lines) >= _CACHED_ENTRIES:
+                links._lines.clear()
             links._lines[key] = lines
     return lines
 
@@ -264,6 +268,8 @@ def collective_lines(op: str, placement, links: ClusterLinks, *, ranks=None) -> 
 #: batches up to this many plans have their lines kept per placement (a what-if's probes, one
 #: estimate's runs); the planner's large batches build theirs each time
 _CACHED_PLANS = 256
+#: lines (and plan-scaled links) one :class:`ClusterLinks` keeps before it starts afresh
+_CACHED_ENTRIES = 4096
 
 
 def _cache_key(op: Op, placement, ranks, links: ClusterLinks):
