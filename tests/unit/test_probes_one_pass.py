@@ -137,3 +137,25 @@ def test_estimate_verdict_probes_folded_in_its_pass_equal_separate_runs():
         est = estimate(scenario)
         ctx, batch = _setup(name)
         assert est.bottleneck.level == level_of(ctx, batch)
+
+
+def test_batch_fix_variants_equal_the_plans_they_stand_for():
+    """The gradient-accumulation and micro-batch fixes evaluate the plan's variants as one batch
+    built from arrays; it holds what the variants built as plans would (framework included)."""
+    from dataclasses import fields, replace
+
+    import numpy as np
+
+    from willitscale.estimation.verdict.bottleneck import _variants
+
+    for name in ("dp-nccl", "tp-pp-dp"):
+        plan = build_scenario(SCENARIOS[name]).plan
+        accum = np.arange(plan.grad_accum + 1, plan.grad_accum + 40)
+        for column, values, plans in (
+                ("grad_accum", accum, [replace(plan, grad_accum=int(a)) for a in accum]),
+                ("micro_batch", plan.micro_batch * np.arange(2, 9),
+                 [replace(plan, micro_batch=plan.micro_batch * k) for k in range(2, 9)])):
+            got, want = _variants(plan, **{column: values}), PlanBatch.from_plans(plans)
+            for f in fields(want):
+                assert np.array_equal(getattr(got, f.name), getattr(want, f.name)), f.name
+                assert getattr(got, f.name).dtype == getattr(want, f.name).dtype, f.name

@@ -133,13 +133,22 @@ def _runnable(scenario, ctx, batch):
                               gpus_per_node=ctx.links.gpus_per_node, seq_len=scenario.seq_len) == 0
 
 
+def _variants(plan, **column) -> PlanBatch:
+    """``plan`` once per value of one column (``grad_accum`` or ``micro_batch``, positive
+    integers: every other field, the implied framework included, stays the plan's)."""
+    (name, values), = column.items()
+    values = np.asarray(values, dtype=np.int64)
+    one = PlanBatch.from_plans([plan])
+    return replace(one.take(np.zeros(len(values), dtype=int)), **{name: values})
+
+
 def _batch_fixes(scenario, ctx, base) -> list[str]:
     """More gradient accumulation; a larger micro-batch (one batched engine run each)."""
 
     plan, limit, out = scenario.plan, EXPOSED_SHARE_LIMIT, []
     accum = np.arange(plan.grad_accum + 1, MAX_GRAD_ACCUM + 1)
     if accum.size:
-        batch = PlanBatch.from_plans([replace(plan, grad_accum=int(a)) for a in accum])
+        batch = _variants(plan, grad_accum=accum)
         r = run(ctx, batch)
         i = _least_row(r, (exposed_share(r.exposed_comms, r.step_time) <= limit)
                        & _runnable(scenario, ctx, batch))
@@ -150,8 +159,7 @@ def _batch_fixes(scenario, ctx, base) -> list[str]:
                        f"{a} micro-steps dilute the exposed part to "
                        f"{_pct(float(r.exposed_comms[i] / r.step_time[i]))} of the step")
     factors = np.arange(2, MAX_MICRO_BATCH_FACTOR + 1)
-    batch = PlanBatch.from_plans([replace(plan, micro_batch=plan.micro_batch * int(k))
-                                  for k in factors])
+    batch = _variants(plan, micro_batch=plan.micro_batch * factors)
     r = run(ctx, batch)
     share = exposed_share(r.exposed_comms, r.step_time)
     i = _least_row(r, (share <= limit) & _runnable(scenario, ctx, batch))

@@ -61,7 +61,7 @@ BANDWIDTH_RANGE = 1e4
 #: ... to this relative tolerance: 0.1%, below the 3 significant digits every figure prints
 BANDWIDTH_RTOL = 1e-3
 #: bisection levels :func:`least_factor` evaluates per engine pass (2**LOOKAHEAD - 1 probes)
-LOOKAHEAD = 3
+LOOKAHEAD = 4
 
 
 def exposed_share(exposed, step):
