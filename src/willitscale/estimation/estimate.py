@@ -41,7 +41,7 @@ from willitscale.estimation.result import (
     ComputeKinds,
     StepEstimate,
 )
-from willitscale.estimation.verdict.levers import level_probes, outcome, probe_context
+from willitscale.estimation.verdict.levers import level_probes, outcomes, probe_context
 from willitscale.scenario.batch import PlanBatch
 from willitscale.scenario.scenario import Scenario
 from willitscale.step.engine import make_context
@@ -153,8 +153,8 @@ def _step_and_probes(scenario, ctx):
         return run(ctx, PlanBatch.from_plans([scenario.plan]), detail=True), None
     batch = PlanBatch.from_plans([scenario.plan] * (1 + len(probes)))
     result = run(probe, batch, detail=True)
-    return result, {level: outcome(ctx, batch, 1 + i, result)
-                    for i, (level, _) in enumerate(probes)}
+    outs = outcomes(ctx, batch, result, range(1, 1 + len(probes)))
+    return result, {level: out for (level, _), out in zip(probes, outs)}
 
 
 def _compute_kinds(result) -> ComputeKinds | None:

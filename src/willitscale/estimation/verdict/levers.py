@@ -46,7 +46,7 @@ from willitscale.topology.placement import group_placement
 
 __all__ = ["EXPOSED_SHARE_LIMIT", "LEVEL_RESOURCE", "BANDWIDTH_RANGE", "BANDWIDTH_RTOL", "Outcome",
            "BandwidthNeed", "available_levels", "exposed_share", "least_factor", "limiting_level",
-           "in_node_tensor_exposed", "needed_bandwidth", "outcome", "probe_outcomes",
+           "in_node_tensor_exposed", "needed_bandwidth", "outcome", "outcomes", "probe_outcomes",
            "probe_context", "level_probes",
            "scaled_context", "LOOKAHEAD"]
 
@@ -120,11 +120,22 @@ def outcome(ctx, batch, index: int = 0, result=None) -> Outcome:
     """Plan ``index`` of ``batch`` evaluated on ``ctx`` (or taken from ``result``)."""
 
     r = run(ctx, batch) if result is None else result
-    pick = lambda x: float(np.asarray(x)[index])  # noqa: E731
-    tensor = pick(in_node_tensor_exposed(ctx, batch, r))
-    return Outcome(step=pick(r.step_time), exposed=pick(r.exposed_comms) - tensor,
-                   tensor_exposed=tensor, comms=pick(r.comms), memory=pick(r.memory_per_gpu),
-                   result=r, row=index)
+    return outcomes(ctx, batch, r, [index])[0]
+
+
+def outcomes(ctx, batch, r, rows) -> list[Outcome]:
+    """The outcomes of ``rows`` of an engine result ``r`` of ``batch``."""
+    tensor = in_node_tensor_exposed(ctx, batch, r)
+    step, exposed, comms = r.step_time, r.exposed_comms, r.comms
+    memory = r.memory_per_gpu
+    out = []
+    for i in rows:
+        t = float(np.asarray(tensor)[i])
+        out.append(Outcome(step=float(np.asarray(step)[i]),
+                           exposed=float(np.asarray(exposed)[i]) - t, tensor_exposed=t,
+                           comms=float(np.asarray(comms)[i]), memory=float(np.asarray(memory)[i]),
+                           result=r, row=i))
+    return out
 
 
 def probe_context(ctx, changes):
@@ -152,8 +163,7 @@ def probe_outcomes(ctx, batch, changes, index: int = 0) -> list[Outcome]:
     probe = probe_context(ctx, changes)
     if probe is None:
         return [outcome(scaled_context(ctx, **c), one, i) for i, c in enumerate(changes)]
-    r = run(probe, one)
-    return [outcome(ctx, one, i, r) for i in range(len(changes))]
+    return outcomes(ctx, one, run(probe, one), range(len(changes)))
 
 
 def level_probes(ctx) -> tuple[tuple[str, dict], ...]:
