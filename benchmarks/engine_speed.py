@@ -18,7 +18,9 @@ Figures (medians of the calls, warm: the first call of each is not timed):
   (today's keeps its collective lines, per-op compute and placements per context): goal
   <= 2 ms; and the same with a fresh context made in the call (``new_context`` + ``run``; the
   previous ``make_context`` made a fresh one every call), the cold figure;
-* ``estimate()`` of a data-parallel job the inter-node network limits (the handbook's 2B model,
+* ``estimate()`` of a scenario object never estimated before (built beforehand, one per call):
+  the cold figure, without the context today's ``make_context`` keeps per scenario;
+* the same four for a data-parallel job the inter-node network limits (the handbook's 2B model,
   4 nodes at 25 Gb/s), whose computed fixes search the bandwidth that would fix it.
 
 Prints ratios measured in this run; the goals are checked by ``benchmarks/run.py``.
@@ -80,17 +82,20 @@ def _modules(prefix: str):
     return build, est, engine, evaluate, batch, fit
 
 
-def _calls(prefix: str, settings: dict):
-    """``estimate()``, the engine on a made context, and make_context + engine, as thunks."""
+def _calls(prefix: str, settings: dict, fresh_scenarios: int):
+    """``estimate()``, the engine on a made context, a fresh context + engine, and
+    ``estimate()`` of a scenario object not seen before (built beforehand), as thunks."""
     build, est, engine, evaluate, batch, fit = _modules(prefix)
     scenario = build.build_scenario(settings)
+    unseen = iter([build.build_scenario(settings) for _ in range(fresh_scenarios)])
     fitted, _ = fit.fit_scenario(scenario)
     ctx = engine.make_context(fitted)
     one = batch.PlanBatch.from_plans([fitted.plan])
     fresh = getattr(engine, "new_context", engine.make_context)  # today's make_context keeps it
     return (lambda: est.estimate(scenario),
             lambda: evaluate.run(ctx, one, detail=True),
-            lambda: evaluate.run(fresh(fitted), one, detail=True))
+            lambda: evaluate.run(fresh(fitted), one, detail=True),
+            lambda: est.estimate(next(unseen)))
 
 
 def interleaved_medians(old, new, repeat: int) -> tuple[float, float]:
@@ -119,18 +124,21 @@ def main(argv=None) -> None:
         for label, settings, goals in (
                 ("acceptance scenario", ACCEPTANCE, (10.0, 2.0)),
                 ("network-bound DP (2B, 4 nodes, 25 Gb/s)", NETWORK_BOUND, (None, None))):
-            old, new = _calls(ALIAS, settings), _calls("willitscale", settings)
+            slow = settings is NETWORK_BOUND
+            fresh = (max(5, repeat // 8) if slow else repeat) + 1  # + the warm-up call
+            old, new = _calls(ALIAS, settings, fresh), _calls("willitscale", settings, fresh)
             for what, i, goal in (("estimate()", 0, goals[0]), ("engine alone", 1, goals[1]),
-                                  ("fresh context + engine", 2, None)):
-                reps = max(5, repeat // 8) if (i == 0 and settings is NETWORK_BOUND) else repeat
+                                  ("fresh context + engine", 2, None),
+                                  ("estimate(), unseen scenario", 3, None)):
+                reps = max(5, repeat // 8) if (i in (0, 3) and slow) else repeat
                 t_old, t_new = interleaved_medians(old[i], new[i], reps)
                 rows.append((label, what, t_old, t_new))
                 headlines.append(Headline(f"{what}, {label}", t_new * 1e3, "ms", at_most=goal))
                 headlines.append(Headline(f"{what}, {label}: previous / today", t_old / t_new, "x"))
     print(f"previous engine: git {args.previous}; medians of interleaved calls")
-    print(f"{'scenario':42} {'what':24} {'previous ms':>12} {'today ms':>10} {'ratio':>7}")
+    print(f"{'scenario':42} {'what':28} {'previous ms':>12} {'today ms':>10} {'ratio':>7}")
     for label, what, t_old, t_new in rows:
-        print(f"{label:42} {what:24} {t_old * 1e3:12.2f} {t_new * 1e3:10.2f} {t_old / t_new:6.1f}x")
+        print(f"{label:42} {what:28} {t_old * 1e3:12.2f} {t_new * 1e3:10.2f} {t_old / t_new:6.1f}x")
     emit(headlines)
 
 
