@@ -15,6 +15,7 @@ import math
 import pytest
 
 from willitscale.estimation.estimate import estimate
+from willitscale.estimation.fit import fit_scenario
 from willitscale.estimation.verdict.levers import (
     EXPOSED_SHARE_LIMIT,
     available_levels,
@@ -44,15 +45,9 @@ SCENARIOS = {
 
 
 def _setup(name):
-    scenario = build_scenario(SCENARIOS[name])
-    scenario = scenario if not scenario.unstated else estimate_plan(scenario)
+    """The scenario's context and its plan (unstated knobs fitted, as ``estimate`` does)."""
+    scenario = fit_scenario(build_scenario(SCENARIOS[name]))[0]
     return make_context(scenario), PlanBatch.from_plans([scenario.plan])
-
-
-def estimate_plan(scenario):
-    from willitscale.estimation.fit import fit_scenario
-
-    return fit_scenario(scenario)[0]
 
 
 def _same(a, b):
