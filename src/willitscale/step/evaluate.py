@@ -216,17 +216,28 @@ def _traffic(ctx, b, st, comp, params, places, L):
                              lines_tp_ag=L["tp_all_gather"], element=element)
     dense, expert, _ = params
     z3 = (b.zero == 3)[:, None]
-    gather = pair_time(L["shard_ag"], dense * WEIGHT_BYTES, L["eshard_ag"], expert * WEIGHT_BYTES)
-    scatter = pair_time(L["shard_rs"], dense * ctx.grad_bytes, L["eshard_rs"], expert * ctx.grad_bytes)
-    shard = np.maximum(places["shard"].size, 1.0)[:, None]
-    scatter = scatter + np.where(dense > 0, line_time(L["replica"], dense * ctx.grad_bytes / shard), 0.0)
-    fe, be = zero3_exposed(gather, scatter, fwd_c, bwd_c, st.layers)
+    if np.any(z3):
+        gather, scatter, fe, be = _zero3_times(ctx, params, places, L, fwd_c, bwd_c, st.layers)
+    else:  # no plan shards its weights: every term below is masked to 0
+        gather = scatter = fe = be = np.zeros_like(dense)
     zero = lambda x: np.where(z3, x, 0.0)  # noqa: E731
     out["zero3"] = Traffic(kind="zero3", op="all_gather", fwd=zero(gather), bwd=zero(gather + scatter),
                            fwd_exposed=zero(fe), bwd_exposed=zero(be),
                            bytes=zero((dense + expert) * (2 * WEIGHT_BYTES + ctx.grad_bytes)),
                            calls=zero(3.0 * st.layers))
     return out
+
+
+def _zero3_times(ctx, params, places, L, fwd_c, bwd_c, layers):
+    """ZeRO-3 per micro-batch: the weight all-gathers, the gradient reduce-scatters (and with
+    hybrid sharding their all-reduce across replicas), and the exposed parts of each pass."""
+    dense, expert, _ = params
+    gather = pair_time(L["shard_ag"], dense * WEIGHT_BYTES, L["eshard_ag"], expert * WEIGHT_BYTES)
+    scatter = pair_time(L["shard_rs"], dense * ctx.grad_bytes, L["eshard_rs"], expert * ctx.grad_bytes)
+    shard = np.maximum(places["shard"].size, 1.0)[:, None]
+    scatter = scatter + np.where(dense > 0, line_time(L["replica"], dense * ctx.grad_bytes / shard), 0.0)
+    fe, be = zero3_exposed(gather, scatter, fwd_c, bwd_c, layers)
+    return gather, scatter, fe, be
 
 
 def run(ctx, b, *, detail: bool = False, memory_only: bool = False) -> BatchResult:

@@ -29,8 +29,8 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
     sc = ctx.scenario
     n = len(b)
     total, exposed, stretch = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3))
-    sync = select_lines(b.zero == 0, L["dp_ar"], L["shard_rs"])
-    esync = select_lines(b.zero == 0, L["edp_ar"], L["eshard_rs"])
+    sync = _either(b.zero == 0, L["dp_ar"], L["shard_rs"])
+    esync = _either(b.zero == 0, L["edp_ar"], L["eshard_rs"])
     hybrid = b.shard_node & (b.zero >= 1)
     measured = sc.measured.allreduce_time
     schedule, experts = {}, {}
@@ -60,6 +60,17 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
                 experts[k] = expert_share(out[3][0], out[4][0], out[5][0],
                                           float(bwd_k[rows[0], k] + out[2][0]))
     return total, exposed, stretch, schedule, experts
+
+
+def _either(mask, a, b):
+    """:func:`~willitscale.collectives.lines.select_lines`, or ``a`` / ``b`` themselves when
+    every plan takes the same side (the other side's columns could never be chosen)."""
+    mask = np.asarray(mask, dtype=bool)
+    if mask.all():
+        return a
+    if not mask.any():
+        return b
+    return select_lines(mask, a, b)
 
 
 def expert_share(ready, duration, expert_duration, end_of_backward: float) -> tuple[float, float]:
