@@ -167,6 +167,10 @@ def _achieved(lines, terms, rows, index, L, T):
             + T * terms.inv_efficiency[index] + fill)
 
 
+#: up to this many (plan, size) elements :func:`line_time` evaluates each one directly
+_SMALL = 64
+
+
 def line_time(lines: CollectiveLines, size, *, with_choice: bool = False):
     """Seconds of the collective for ``size`` bytes (shape ``(plans,)`` or ``(plans, k)``).
 
@@ -178,6 +182,10 @@ def line_time(lines: CollectiveLines, size, *, with_choice: bool = False):
         s = np.full(lines.plans, float(s))
     plan_rows = lines.rows_of_plans().reshape((-1,) + (1,) * max(s.ndim - 1, 0))
     shape = np.broadcast_shapes(plan_rows.shape, s.shape)
+    if np.prod(shape) <= _SMALL:  # a few elements: each evaluated, no search for repeats
+        rows, sizes = np.broadcast_arrays(plan_rows, s)
+        time, index = _evaluate(lines, rows.ravel(), sizes.ravel())
+        return (time.reshape(shape), index.reshape(shape)) if with_choice else time.reshape(shape)
     rows_u, rows_inv = np.unique(plan_rows, return_inverse=True)
     sizes_u, sizes_inv = np.unique(s, return_inverse=True)
     if len(rows_u) * len(sizes_u) < np.prod(shape):  # each distinct (geometry, size) once
@@ -213,11 +221,12 @@ def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLine
                        contention=contention)
     a, b = a.full(), b.full()
 
-    def block(x, y, fill):
-        if x.ndim == 3:  # (rows, columns, 2): block each plane
-            return np.stack([block(x[..., k], y[..., k], fill) for k in range(x.shape[2])], axis=2)
-        return np.block([[x, np.full((x.shape[0], y.shape[1]), fill)],
-                         [np.full((y.shape[0], x.shape[1]), fill), y]])
+    def block(x, y, fill):  # [[x, fill], [fill, y]]; a (rows, columns, 2) table plane by plane
+        shape = (x.shape[0] + y.shape[0], x.shape[1] + y.shape[1]) + x.shape[2:]
+        out = np.full(shape, fill, dtype=np.result_type(x, y, np.asarray(fill)))
+        out[:x.shape[0], :x.shape[1]] = x
+        out[x.shape[0]:, x.shape[1]:] = y
+        return out
 
     return CollectiveLines(
         op=a.op, algorithms=a.algorithms + b.algorithms, tolerance=a.tolerance,

@@ -31,7 +31,7 @@ of it (:attr:`willitscale.topology.placement.GroupPlacement.node_share`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -84,6 +84,11 @@ class ClusterLinks:
     #: a calibration's measured ``[[collective]]`` entries
     #: (:mod:`willitscale.collectives.measured_lines`): they time the groups they match
     curves: tuple = ()
+    #: per plan (plans, 2): factors on the intra-node and inter-node bandwidths (and line rates)
+    #: of that plan only; what-if probes evaluated as rows of one batch. None: 1 for every plan
+    plan_scale: np.ndarray | None = field(default=None, compare=False)
+    #: collective lines already built over these links, by op and placement (small batches)
+    _lines: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def describe(self) -> str:
         return (f"{self.intra_name}: {format_bandwidth(self.intra_bandwidth)} per GPU effective, "
@@ -94,11 +99,31 @@ class ClusterLinks:
     @property
     def scale(self) -> tuple[float, float]:
         """(intra, inter): these links' line rates over the catalog node's (what-ifs scale them)."""
+        return self.scale_at(1.0, 1.0)
+
+    def scale_at(self, intra: float, inter: float) -> tuple[float, float]:
+        """:attr:`scale` with the line rates ``intra`` and ``inter`` times faster (a plan's
+        :attr:`plan_scale`), computed as :func:`dataclasses.replace` of the rates would."""
         node = self.node
         if node is None:
             return 1.0, 1.0
-        return (self.intra_line_rate / node.usable_intra_bandwidth,
-                self.inter_line_rate / node.inter_node_bandwidth)
+        rate_intra = self.intra_line_rate * intra if intra != 1.0 else self.intra_line_rate
+        rate_inter = self.inter_line_rate * inter if inter != 1.0 else self.inter_line_rate
+        return (rate_intra / node.usable_intra_bandwidth, rate_inter / node.inter_node_bandwidth)
+
+    def with_plan_scale(self, intra, inter) -> ClusterLinks:
+        """These links with per-plan bandwidth factors (arrays of plans; see :attr:`plan_scale`)."""
+        intra, inter = np.broadcast_arrays(np.asarray(intra, dtype=float),
+                                           np.asarray(inter, dtype=float))
+        scale = np.stack([intra, inter], axis=-1)
+        if scale.shape[0] > _CACHED_PLANS:
+            return replace(self, plan_scale=scale)
+        key = ("plan_scale", scale.tobytes())  # kept: the same probes find their lines again
+        if key not in self._lines:
+            if len(self._lines) >= _CACHED_ENTRIES:
+                self._lines.clear()
+            self._lines[key] = replace(self, plan_scale=scale)
+        return self._lines[key]
 
 
 def cluster_links(scenario) -> ClusterLinks:
@@ -165,11 +190,13 @@ def link_caveats(cluster, backend: str = "nccl") -> tuple[str, ...]:
     return tuple(out)
 
 
-def _network(links: ClusterLinks, per_node: int, spans: bool, share):
-    intra = LinkCost(bandwidth=links.intra_bandwidth, latency=links.intra_latency)
+def _network(links: ClusterLinks, per_node: int, spans: bool, share, scale=(1.0, 1.0)):
+    intra_bw = links.intra_bandwidth * scale[0] if scale[0] != 1.0 else links.intra_bandwidth
+    inter_bw = links.inter_bandwidth * scale[1] if scale[1] != 1.0 else links.inter_bandwidth
+    intra = LinkCost(bandwidth=intra_bw, latency=links.intra_latency)
     if not spans:
         return intra
-    inter = LinkCost(bandwidth=links.inter_bandwidth * np.asarray(share, dtype=float),
+    inter = LinkCost(bandwidth=inter_bw * np.asarray(share, dtype=float),
                      latency=links.inter_latency)
     return Hierarchy(ranks_per_node=per_node, intra=intra, inter=inter, rails=links.rails)
 
@@ -181,8 +208,9 @@ _GLOO = {Op.ALL_REDUCE: (Op.ALL_REDUCE, "ring"), Op.REDUCE_SCATTER: (Op.ALL_REDU
          Op.SEND_RECV: (Op.SEND_RECV, "direct")}
 
 
-def _geometries(placement, ranks):
-    """Distinct (members per node or 0 inside a node, size, share) and each plan's index."""
+def _geometries(placement, ranks, plan_scale=None):
+    """Distinct (members per node or 0 inside a node, size, share, intra factor, inter factor)
+    and each plan's index."""
     size = np.atleast_1d(np.asarray(placement.size if ranks is None else ranks, dtype=float))
     per_node = np.atleast_1d(np.minimum(placement.members_per_node, size)).astype(float)
     spans = np.atleast_1d(np.asarray(placement.nodes) > 1) & (size > 1)
@@ -190,9 +218,17 @@ def _geometries(placement, ranks):
     keys = np.where(spans, per_node, 0.0)
     share_code = np.rint(np.where(spans, share, 0.0) * (1 << 15)).astype(np.int64)
     code = (keys.astype(np.int64) << 44) + (size.astype(np.int64) << 16) + share_code
-    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    if plan_scale is None:
+        _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+        factors = np.ones((len(first), 2))
+    else:
+        scales = np.broadcast_to(plan_scale, size.shape + (2,))
+        _, which = np.unique(scales, axis=0, return_inverse=True)
+        _, first, inverse = np.unique(np.stack([code, which.reshape(-1)], axis=1), axis=0,
+                                      return_index=True, return_inverse=True)
+        factors = scales[first]
     unique = np.stack([keys[first], size[first], np.where(spans, share, 0.0)[first]], axis=1)
-    return unique, inverse.reshape(-1)
+    return np.concatenate([unique, factors], axis=1), inverse.reshape(-1)
 
 
 def _alpha_beta_lines(op: Op, unique, inverse, links: ClusterLinks) -> CollectiveLines:
@@ -203,9 +239,9 @@ def _alpha_beta_lines(op: Op, unique, inverse, links: ClusterLinks) -> Collectiv
         cost_op, algorithms = op, tuple(a.value for a in nccl_algorithms(op))
     u_int = np.zeros((len(unique), len(algorithms)))
     u_slope = np.zeros_like(u_int)
-    for key in np.unique(unique[:, 0]):
-        rows = np.nonzero(unique[:, 0] == key)[0]
-        net = _network(links, int(key), bool(key > 0), unique[rows, 2])
+    for key, intra, inter in np.unique(unique[:, [0, 3, 4]], axis=0):
+        rows = np.nonzero((unique[:, 0] == key) & (unique[:, 3] == intra) & (unique[:, 4] == inter))[0]
+        net = _network(links, int(key), bool(key > 0), unique[rows, 2], (intra, inter))
         n = unique[rows, 1]
         for j, algorithm in enumerate(algorithms):
             t1 = np.asarray(collective_cost(cost_op, algorithm, _S1, n, net).time, dtype=float)
@@ -225,7 +261,39 @@ def collective_lines(op: str, placement, links: ClusterLinks, *, ranks=None) -> 
     """Lines of ``op`` over the groups of ``placement`` (arrays of plans); ``ranks`` overrides
     the group size (a sub-group, e.g. the 2 ranks of the tied-embedding all-reduce)."""
     op = Op(op)
-    unique, inverse = _geometries(placement, ranks)
+    key = _cache_key(op, placement, ranks, links)
+    lines = links._lines.get(key) if key is not None else None
+    if lines is None:
+        lines = _build_lines(op, placement, links, ranks)
+        if key is not None:
+            if len(links._lines) >= _CACHED_ENTRIES:
+                links._lines.clear()
+            links._lines[key] = lines
+    return lines
+
+
+#: batches up to this many plans have their lines kept per placement (a what-if's probes, one
+#: estimate's runs); the planner's large batches build theirs each time
+_CACHED_PLANS = 256
+#: lines (and plan-scaled links) one :class:`ClusterLinks` keeps before it starts afresh
+_CACHED_ENTRIES = 4096
+
+
+def _cache_key(op: Op, placement, ranks, links: ClusterLinks):
+    """The lines' key among those :class:`ClusterLinks` keeps: the op and the placement's
+    arrays (and ``ranks``, the per-plan scales); None for large batches."""
+    size = np.asarray(placement.size)
+    if size.size > _CACHED_PLANS:
+        return None
+    parts = [np.ascontiguousarray(x, dtype=float).tobytes() for x in
+             (placement.size, placement.members_per_node, placement.nodes, placement.node_share)]
+    extra = [None if ranks is None else np.ascontiguousarray(ranks, dtype=float).tobytes(),
+             None if links.plan_scale is None else links.plan_scale.tobytes()]
+    return (op, *parts, *extra)
+
+
+def _build_lines(op: Op, placement, links: ClusterLinks, ranks) -> CollectiveLines:
+    unique, inverse = _geometries(placement, ranks, links.plan_scale)
     if links.backend == "nccl" and links.node is not None:
         from willitscale.collectives.nccl_lines import nccl_lines
 

@@ -82,13 +82,17 @@ def _matched(lines: CollectiveLines, unique, curves, backend: str, scale):
     """(row, entries, what-if speed-up of the row's bytes term) for every row with at least one
     matching entry."""
     out = []
-    for i, (key, size, _share) in enumerate(unique):
-        geometry = _row_geometry(float(key), float(size))
+    for i, row in enumerate(np.asarray(unique, dtype=float)):
+        geometry = _row_geometry(float(row[0]), float(row[1]))
         if geometry is None:
             continue
         found = curves_for(curves, lines.op, backend, *geometry)
         if found:
-            out.append((i, found, float(scale[1] if geometry[0] > 1 else scale[0])))
+            across = geometry[0] > 1
+            # the links' what-if factor times the row's own (a probe's per-plan scale,
+            # columns 3 and 4 of the geometries: intra, inter)
+            own = float(row[4] if across else row[3]) if row.size > 3 else 1.0
+            out.append((i, found, float(scale[1] if across else scale[0]) * own))
     return out
 
 

@@ -82,18 +82,20 @@ def _terms(columns, plateau_factor, correction_sizes) -> LineTerms:
 
 def nccl_lines(op: Op, unique: np.ndarray, inverse: np.ndarray, links) -> CollectiveLines:
     """Lines of ``op`` for the distinct geometries ``unique`` (rows: members per node or 0 inside
-    one node, group size, NIC share) expanded to plans by ``inverse``."""
+    one node, group size, NIC share, a plan's intra and inter bandwidth factors) expanded to
+    plans by ``inverse``."""
     columns = candidate_columns(op)
     shape = (len(unique), len(columns))
     intercept, slope = np.full(shape, np.inf), np.zeros(shape)
     plateau, plugin = np.full(shape, np.inf), np.zeros(shape)
     factor, corrections = np.ones(len(columns)), np.zeros(len(columns))
-    for i, (key, size, share) in enumerate(unique):
+    for i, (key, size, share, intra, inter) in enumerate(unique):
         n = int(size)
         if n <= 1:
             intercept[i, 0] = 0.0
             continue
-        system = _system(links.node, n, int(key) if key > 0 else n, float(share), links.scale)
+        system = _system(links.node, n, int(key) if key > 0 else n, float(share),
+                         links.scale_at(float(intra), float(inter)))
         costs = _costs(op, system)
         for j, pair in enumerate(columns):
             c = costs.get(pair)

@@ -183,7 +183,7 @@ def pipeline_summary(scenario, result, breakdown) -> dict:
     """Schedule, stages, micro-batches, layers per stage and the bubble, for the JSON report."""
     plan = scenario.plan
     v = plan.virtual_stages if plan.pp_schedule == "interleaved" else 1
-    layers = np.asarray(result.detail["layers"])[0]
+    layers = np.asarray(result.detail.layers)[0]
     return {
         "schedule": plan.pp_schedule if plan.pp > 1 else "none (one stage)",
         "stages": plan.pp, "micro_batches": plan.grad_accum, "virtual_stages": v,

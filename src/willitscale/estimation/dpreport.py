@@ -19,12 +19,12 @@ from willitscale.step.buckets import comm_schedule
 __all__ = ["data_parallel_parts"]
 
 
-def data_parallel_parts(scenario, ctx, result, breakdown) -> SimpleNamespace:
+def data_parallel_parts(scenario, ctx, result, breakdown, probed=None) -> SimpleNamespace:
     detail = result.detail
     empty = np.zeros(0)
-    sizes, ready, durations, counts, _ = detail["tail"].schedule.get(0, (empty,) * 4 + (0.0,))
-    fwd_mb = float(detail["comp"].forward[0, 0])
-    bwd_mb = float(detail["comp"].backward[0, 0])
+    sizes, ready, durations, counts, _ = detail.tail.schedule.get(0, (empty,) * 4 + (0.0,))
+    fwd_mb = float(detail.comp.forward[0, 0])
+    bwd_mb = float(detail.comp.backward[0, 0])
     m = scenario.plan.grad_accum
     compute = breakdown.forward + breakdown.backward
     start, end = comm_schedule(np.asarray(ready) + (compute - bwd_mb), durations)
@@ -38,7 +38,7 @@ def data_parallel_parts(scenario, ctx, result, breakdown) -> SimpleNamespace:
         optimizer=breakdown.optimizer, step_time=breakdown.total,
         link=report.links[-1] if report.links else "", counts=counts)
     bottleneck = find_bottleneck(scenario=scenario, ctx=ctx, result=result, breakdown=breakdown,
-                                 ops=(report,))
+                                 ops=(report,), probed=probed)
     places = placement_rows(scenario, ctx, result)
     dp = next((p for p in places if p["parallelism"] == "dp"), None)
     if dp is not None:

@@ -41,6 +41,7 @@ from willitscale.estimation.result import (
     ComputeKinds,
     StepEstimate,
 )
+from willitscale.estimation.verdict.levers import level_probes, outcomes, probe_context
 from willitscale.scenario.batch import PlanBatch
 from willitscale.scenario.scenario import Scenario
 from willitscale.step.engine import make_context
@@ -77,12 +78,14 @@ def estimate(scenario: Scenario, *, allow_oom: bool = False) -> StepEstimate:
     """
 
     knobs = {}
+    ctx = make_context(scenario)  # the plan's knobs do not change it: one for the fit and the step
     if scenario.unstated:
         from willitscale.estimation.fit import fit_scenario
 
-        scenario, fit = fit_scenario(scenario)
+        scenario, fit = fit_scenario(scenario, context=ctx)
         knobs = fit.to_json() if fit is not None else {}
-    est = estimate_in_context(scenario, make_context(scenario), allow_oom=allow_oom)
+        ctx = replace(ctx, scenario=scenario)
+    est = estimate_in_context(scenario, ctx, allow_oom=allow_oom)
     return replace(est, knobs=knobs) if knobs else est
 
 
@@ -90,7 +93,7 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
     """:func:`estimate` on an engine context, e.g. one whose links a what-if scaled
     (:func:`willitscale.estimation.verdict.levers.scaled_context`)."""
 
-    result = run(ctx, PlanBatch.from_plans([scenario.plan]), detail=True)
+    result, probed = _step_and_probes(scenario, ctx)
     _check_measured_compute(scenario, result, ctx.peak)
     memory = memory_of(result, scenario)
     oom = out_of_memory(memory, scenario, ctx) if memory.fits is False else None
@@ -102,9 +105,9 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
         overlap_slowdown=value("overlap_slowdown"), exposed_comms=value("exposed_comms"),
         optimizer=value("optimizer"), bubble=value("bubble"))
     if scenario.plan.is_data_parallel:
-        parts = data_parallel_parts(scenario, ctx, result, breakdown)
+        parts = data_parallel_parts(scenario, ctx, result, breakdown, probed)
     else:
-        parts = model_parallel_parts(scenario, ctx, result, breakdown)
+        parts = model_parallel_parts(scenario, ctx, result, breakdown, probed)
     # the engine's step, as the planner ranks it (the parts add up to it within rounding: summed
     # in another order they may differ in the last bit, and `plan`'s flags must give `estimate`
     # the very figure `plan` printed)
@@ -137,11 +140,26 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
         warnings=scope_warnings + tuple(scenario.cluster.warnings) + tuple(parts.warnings),
         mfu_causal=float(np.asarray(result.mfu_causal)[0]),
         compute_kinds=_compute_kinds(result), compute_model=_compute_model(ctx),
-        network=result.detail.get("network"))
+        network=result.detail.network)
+
+
+def _step_and_probes(scenario, ctx):
+    """The engine's answer for the plan (row 0, with the report's detail) and, in the same pass,
+    the probes of the verdict's limiting level (:func:`~.verdict.levers.level_probes`: each
+    level's bandwidth doubled) as rows 1.. whose links are scaled (level -> outcome); the probes
+    are left to the verdict (None) where they cannot be rows of one pass."""
+    probes = level_probes(ctx)
+    probe = probe_context(ctx, [{}] + [change for _, change in probes]) if probes else None
+    if probe is None:
+        return run(ctx, PlanBatch.from_plans([scenario.plan]), detail=True), None
+    batch = PlanBatch.from_plans([scenario.plan] * (1 + len(probes)))
+    result = run(probe, batch, detail=True)
+    outs = outcomes(ctx, batch, result, range(1, 1 + len(probes)))
+    return result, {level: out for (level, _), out in zip(probes, outs)}
 
 
 def _compute_kinds(result) -> ComputeKinds | None:
-    kinds = result.detail.get("compute_kinds") or {}
+    kinds = result.detail.compute_kinds or {}
     if not kinds:
         return None
     one = lambda part, k: float(np.asarray(kinds[part][k])[0])  # noqa: E731
@@ -155,7 +173,7 @@ def _compute_kinds(result) -> ComputeKinds | None:
 def _timeline_with_kinds(timeline, result):
     """The timeline's forward and backward spans carry the per-op model's split of their pass
     by op kind (shares of the pass, in the trace viewer's arguments)."""
-    kinds = result.detail.get("compute_kinds") or {}
+    kinds = result.detail.compute_kinds or {}
     if timeline is None or not kinds:
         return timeline
     shares = {}

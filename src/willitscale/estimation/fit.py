@@ -123,16 +123,17 @@ def _structurally_valid(scenario, ctx, plans) -> np.ndarray:
     return reason == 0
 
 
-def fit_scenario(scenario):
+def fit_scenario(scenario, *, context=None):
     """``(scenario with the fitted plan, KnobFit)``; ``(scenario, None)`` when nothing is
-    unstated or only one combination exists."""
+    unstated or only one combination exists. ``context``: the scenario's engine context when the
+    caller has one (it does not depend on the plan)."""
     knobs = tuple(scenario.unstated)
     if not knobs:
         return scenario, None
     plans = knob_candidates(scenario.plan, knobs, scenario.model is not None)
     if len(plans) <= 1:
         return replace(scenario, unstated=()), None
-    ctx = make_context(scenario)
+    ctx = context if context is not None else make_context(scenario)
     valid = _structurally_valid(scenario, ctx, plans)
     valid[0] = True  # the literal default is the user's plan: its problems are reported as such
     plans = [p for p, ok in zip(plans, valid) if ok]

@@ -56,7 +56,7 @@ def _rail_text(aligned: bool, per_node: float) -> str:
 def placement_rows(scenario, ctx, result) -> list[dict]:
     """Where each kind of group sits, for the report ("which groups leave the node")."""
     plan = scenario.plan
-    places = result.detail.get("places")
+    places = result.detail.places if result.detail is not None else None
     deg = {"tp": np.array([plan.tp]), "cp": np.array([plan.cp]), "ep": np.array([plan.ep]),
            "dp": np.array([plan.dp]), "pp": np.array([plan.pp])}
     rows = []

@@ -75,7 +75,7 @@ def _why(kind: str, scenario) -> str:
 
 def _comm_ops(scenario, ctx, result, rows) -> tuple[CommReport, ...]:
     by_kind = {r["parallelism"]: r for r in rows}
-    places = result.detail["places"]
+    places = result.detail.places
     ops = []
     for kind, per in result.traffic.items():
         time = float(np.asarray(per["time"])[0])
@@ -105,11 +105,12 @@ def _comm_ops(scenario, ctx, result, rows) -> tuple[CommReport, ...]:
     return tuple(ops)
 
 
-def model_parallel_parts(scenario, ctx, result, breakdown) -> SimpleNamespace:
+def model_parallel_parts(scenario, ctx, result, breakdown, probed=None) -> SimpleNamespace:
     rows = placement_rows(scenario, ctx, result)
     ops = _comm_ops(scenario, ctx, result, rows)
     return SimpleNamespace(
-        comm_ops=ops, bottleneck=model_parallel_bottleneck(scenario, ctx, result, breakdown, ops),
+        comm_ops=ops, bottleneck=model_parallel_bottleneck(scenario, ctx, result, breakdown, ops,
+                                                           probed),
         timeline=pipeline_timeline(scenario, result, breakdown),
         assumptions=mp_assumptions(scenario, ctx), unknowns=unknowns_of(scenario),
         placement=tuple(rows), warnings=mp_warnings(scenario, ctx, rows),

@@ -86,7 +86,7 @@ def _grad_hidden(result, m: int, zero: int) -> tuple[dict, dict]:
     """Hidden gradient synchronisation per kind (``dp``, ``edp``): ``(under the last backward,
     under each earlier backward)``. ZeRO-2 reduce-scatters every micro-batch; the split follows
     the bucket schedule of the stage that ends the step (:mod:`~willitscale.step.tail`)."""
-    tail, per = result.detail["tail"], result.traffic
+    tail, per = result.detail.tail, result.traffic
     col = int(np.asarray(tail.tail_col)[0])
     one = float(np.asarray(tail.total)[0, col])
     exposed_last = min(_value(tail.tail), float(np.asarray(tail.exposed)[0, col]))
@@ -149,9 +149,9 @@ def _parts(traffic, crit: int) -> tuple[list[_Pass], list[_Pass]]:
 def pipeline_timeline(scenario, result, breakdown) -> Timeline:
     """The spans of one step on the critical stage's GPU (see the module docstring)."""
     crit = int(result.critical[0])
-    comp, per = result.detail["comp"], result.traffic
+    comp, per = result.detail.comp, result.traffic
     fwd, bwd = float(comp.forward[0, crit]), float(comp.backward[0, crit])
-    fwd_parts, bwd_parts = _parts(result.detail["traffic"], crit)
+    fwd_parts, bwd_parts = _parts(result.detail.traffic, crit)
     m = scenario.plan.grad_accum
     labels = {**_LABEL, **(_ZERO_LABEL if scenario.plan.zero in (1, 2) else {})}
     spans: list[Span] = []

@@ -12,9 +12,12 @@ step when prefetched.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from willitscale.compute.kernels import OPTIMIZER_BYTES
+from willitscale.step.detail import StepDetail
 from willitscale.step.engine import BatchResult, pick
 
 __all__ = ["assemble", "KINDS", "optimizer_time_per_param"]
@@ -131,14 +134,14 @@ def assemble(ctx, b, st, comp, params, traffic, mem, pipe, bubble, crit, tail, p
              + (per_step["edp"]["time"] if "edp" in per_step else 0.0)  # split off by detail
              + tail.emb_ar + tail.ag_total)
     column = np.argmax(np.where(st.active, mem.total, -np.inf), axis=-1)
-    info = {"capacity": sc.cluster.gpu.memory, "peak": ctx.peak, "pipeline": pipe,
-            "memory_limit": sc.memory_fraction * sc.cluster.gpu.memory,
-            "micro_batches": m, "load": load}
+    info = StepDetail(capacity=sc.cluster.gpu.memory, peak=ctx.peak, pipeline=pipe,
+                      memory_limit=sc.memory_fraction * sc.cluster.gpu.memory,
+                      micro_batches=m, load=load)
     if detail:
-        info.update(places=places, comp=comp, traffic=traffic, tail=tail, stage_counts=st.counts,
-                    layers=st.layers, params=params,
-                    compute_kinds={part: {k: m * pick(v, crit) for k, v in kinds.items()}
-                                   for part, kinds in comp.kinds.items()})
+        info = replace(info, places=places, comp=comp, traffic=traffic, tail=tail,
+                       stage_counts=st.counts, layers=st.layers, params=params,
+                       compute_kinds={part: {k: m * pick(v, crit) for k, v in kinds.items()}
+                                      for part, kinds in comp.kinds.items()})
     return BatchResult(
         step_time=step, data_loading=data, forward=forward, backward=backward,
         overlap_slowdown=slowdown, exposed_comms=exposed_mp + extras, optimizer=optimizer,

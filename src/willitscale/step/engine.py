@@ -31,56 +31,126 @@ forward and backward in proportion to executed FLOPs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
-from willitscale.collectives.lines import cluster_links
-from willitscale.compute.efficiency import resolved_efficiency
+from willitscale.collectives.lines import ClusterLinks, cluster_links
+from willitscale.compute.efficiency import Efficiency, resolved_efficiency
+from willitscale.compute.layer import LayerSpec
 from willitscale.compute.model import layer_spec, spec_for_model
 from willitscale.memory.device import verdict_codes
 from willitscale.memory.frameworks import convention_table, state_bytes_table
-from willitscale.memory.stage import MemorySettings
+from willitscale.memory.stage import MemorySettings, StageMemory
 from willitscale.memory.state import get_convention
+from willitscale.scenario.scenario import Scenario
 from willitscale.step.data import _layer_split
+from willitscale.step.detail import StepDetail
 from willitscale.step.network import AnalyticNetwork
 from willitscale.workload.params import layer_fixed_params
-from willitscale.workload.stages import layer_kinds, model_terms
+from willitscale.workload.stages import ModelTerms, layer_kinds, model_terms
 
-__all__ = ["Context", "BatchResult", "make_context", "memory_settings", "pick"]
+__all__ = ["Context", "BatchResult", "StepDetail", "make_context", "new_context", "memory_settings",
+           "pick"]
 
 
 
 def pick(x, column):
     """``x[i, column[i]]`` for arrays of shape ``(plans, 3)``."""
-    return np.take_along_axis(np.asarray(x), np.asarray(column)[:, None], axis=-1)[:, 0]
+    x, column = np.asarray(x), np.asarray(column)
+    if x.ndim == 2 and x.shape[0] == column.shape[0]:
+        return x[np.arange(column.shape[0]), column]
+    return np.take_along_axis(x, column[:, None], axis=-1)[:, 0]
+
+
+#: batches up to this many plans have their pure parts kept in :attr:`Context.memo`
+MEMO_PLANS = 256
+#: entries :attr:`Context.memo` holds before it starts afresh
+MEMO_ENTRIES = 1024
+
+
+def memo(ctx, key, make):
+    """``make()``, kept in ``ctx.memo`` under ``key`` (a tuple naming every input of ``make``);
+    ``key`` None: not kept (large batches)."""
+    if key is None:
+        return make()
+    hit = ctx.memo.get(key)
+    if hit is None:
+        if len(ctx.memo) >= MEMO_ENTRIES:
+            ctx.memo.clear()
+        hit = ctx.memo[key] = make()
+    return hit
+
+
+def batch_key(batch, names) -> tuple | None:
+    """The bytes of ``batch``'s columns ``names`` (a :func:`memo` key part); None for batches of
+    more than :data:`MEMO_PLANS` plans."""
+    if len(batch) > MEMO_PLANS:
+        return None
+    return tuple(np.ascontiguousarray(getattr(batch, n)).tobytes() for n in names)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Context:
     """What every plan of a scenario shares."""
 
-    scenario: object
-    terms: object  #: :class:`~willitscale.workload.stages.ModelTerms`
-    links: object  #: :class:`~willitscale.collectives.lines.ClusterLinks`
+    scenario: Scenario
+    terms: ModelTerms
+    links: ClusterLinks
     peak: float
-    efficiency: object  #: a flat :class:`~willitscale.compute.efficiency.Efficiency`, or None (per-op model)
+    efficiency: Efficiency | None  #: a flat efficiency, or None (per-op model or measured step)
     grad_bytes: int
     convention: str  #: the --memory-convention given ("" = the frameworks' own bytes)
     memory: MemorySettings  #: what the memory model needs beyond the plan
     layer_fixed: float  #: norms + router parameters of one layer (not split by tp)
     expert_share: float  #: expert MLPs' share of a layer's split parameters
-    spec: object = None  #: :class:`~willitscale.compute.layer.LayerSpec` when the per-op model times compute
+    spec: LayerSpec | None = None  #: when the per-op model times compute
     #: (dense-first layer, MoE layer) LayerSpecs of a MoE model whose first layers are dense, so
     #: that each stage's compute counts the layers it holds; None otherwise
-    kind_specs: object = None
-    #: unused since every group asks ``network``; kept for callers that still scale it (None)
-    flow: object = None
+    kind_specs: tuple[LayerSpec, LayerSpec] | None = None
     #: the :class:`~willitscale.step.network.Network` every group's lines come from (analytic,
     #: or the flow simulator with ``--network flow``); None: analytic
     network: object = None
+    #: results of the engine's pure parts already computed for small batches on this context
+    #: (per-op compute, group placements), by what they depend on (:func:`memo`); shared by the
+    #: contexts :func:`dataclasses.replace` makes of it, so every key names its inputs
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def make_context(scenario) -> Context:
+    """What every plan of ``scenario`` shares. A scenario is immutable, so its context is made
+    once and kept (the last :data:`KEPT_CONTEXTS` scenarios, by identity): the collective lines
+    and the pure parts it keeps (:attr:`Context.memo`) then serve every later call on the same
+    scenario (an estimate after a plan search, a what-if after an estimate)."""
+    return _kept_context(_Same(scenario))
+
+
+#: scenarios whose contexts :func:`make_context` keeps
+KEPT_CONTEXTS = 32
+
+
+class _Same:
+    """A key that hashes and compares by the identity of what it holds (and keeps it alive)."""
+
+    __slots__ = ("held",)
+
+    def __init__(self, held) -> None:
+        self.held = held
+
+    def __hash__(self) -> int:
+        return id(self.held)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Same) and other.held is self.held
+
+
+@lru_cache(maxsize=KEPT_CONTEXTS)
+def _kept_context(key: _Same) -> Context:
+    return new_context(key.held)
+
+
+def new_context(scenario) -> Context:
+    """A fresh :class:`Context` of ``scenario`` (:func:`make_context` keeps one per scenario)."""
     spec = per_op_spec(scenario)
     eff = (resolved_efficiency(scenario, per_op=spec is not None)
            if scenario.measured.step_time_one_gpu is None else None)
@@ -166,14 +236,14 @@ class BatchResult:
     model_flops: np.ndarray  #: per GPU per step (job total / GPUs)
     executed_flops: np.ndarray
     tokens_per_step: np.ndarray
-    memory: object  #: :class:`~willitscale.memory.stage.StageMemory` (arrays (plans, 3))
+    memory: StageMemory  #: arrays (plans, 3)
     memory_column: np.ndarray  #: the stage column with the most memory
     critical: np.ndarray  #: the stage column with the longest time per micro-batch
     counts: np.ndarray  #: stages per column (plans, 3)
     #: per GPU per step, causal attention counted for its unmasked half (causal-adjusted MFU)
     causal_model_flops: np.ndarray | None = None
     traffic: dict = field(default_factory=dict)  #: kind -> per-step dict of arrays
-    detail: dict = field(default_factory=dict)  #: single-plan extras for reports
+    detail: StepDetail | None = None  #: capacity, peak, ...; single-plan extras for reports
 
     def __repr__(self) -> str:
         step = np.asarray(self.step_time, dtype=float).reshape(-1)
@@ -188,12 +258,12 @@ class BatchResult:
 
     @property
     def capacity(self) -> float:
-        return self.detail["capacity"]
+        return self.detail.capacity
 
     @property
     def memory_limit(self) -> float:
         """Bytes a plan may fill: the scenario's ``memory_fraction`` x the GPU's memory."""
-        return self.detail.get("memory_limit", self.capacity)
+        return self.detail.memory_limit
 
     @property
     def allocated_per_gpu(self) -> np.ndarray:
@@ -214,18 +284,18 @@ class BatchResult:
 
     @property
     def mfu(self) -> np.ndarray:
-        return self.model_flops / (self.step_time * self.detail["peak"])
+        return self.model_flops / (self.step_time * self.detail.peak)
 
     @property
     def mfu_causal(self) -> np.ndarray:
         """MFU with causal attention counted for its unmasked half (the FLOPs a causal kernel
         needs); :attr:`mfu` is PaLM's convention (attention counted in full)."""
         flops = self.model_flops if self.causal_model_flops is None else self.causal_model_flops
-        return flops / (self.step_time * self.detail["peak"])
+        return flops / (self.step_time * self.detail.peak)
 
     @property
     def hfu(self) -> np.ndarray:
-        return self.executed_flops / (self.step_time * self.detail["peak"])
+        return self.executed_flops / (self.step_time * self.detail.peak)
 
     @property
     def tflops_per_gpu(self) -> np.ndarray:

@@ -7,6 +7,8 @@ the modules they call.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -20,7 +22,8 @@ from willitscale.memory.state import WEIGHT_BYTES
 from willitscale.scenario.batch import PlanBatch
 from willitscale.step.assemble import assemble, optimizer_time_per_param
 from willitscale.step.context import context_traffic, kv_block_bytes
-from willitscale.step.engine import BatchResult, Context, make_context
+from willitscale.step.detail import ComputeTimes, StepDetail
+from willitscale.step.engine import BatchResult, Context, batch_key, make_context, memo
 from willitscale.step.expert import expert_traffic
 from willitscale.step.network import AnalyticNetwork
 from willitscale.step.pipeline import in_flight, pipeline_time, send_traffic
@@ -103,7 +106,7 @@ def _moe_params(model, tp, ep, layers):
     return dense, moe * np.where(split, routed / ep[:, None], 0.0)
 
 
-def _compute(ctx, b, st, detail: bool = False):
+def _compute(ctx, b, st, detail: bool = False) -> ComputeTimes:
     """Compute seconds per micro-batch: ``forward``, ``backward`` (incl. recomputation) per
     column (plans, 3); per layer (plans,): the QKV, first-MLP and LM-head weight-gradient GEMMs
     (what TP's backward all-reduces hide behind) and the attention core's forward (what ring
@@ -129,21 +132,33 @@ def _compute(ctx, b, st, detail: bool = False):
     with np.errstate(divide="ignore", invalid="ignore"):
         per_flop = np.where(executed > 0, seconds / executed, 0.0)[:, 0]
     tokens = st.tokens / b.tp
-    return SimpleNamespace(
+    return ComputeTimes(
         forward=forward, backward=seconds - forward, wgrad_qkv=t.qkv_token * tokens * per_flop,
         wgrad_fc1=t.fc1_token * tokens * per_flop, wgrad_head=t.head_forward_token * tokens * per_flop,
         attention=t.attention_core_token * tokens * per_flop, kinds={}, ops=())
 
 
-def _per_op(ctx, b, st, detail: bool):
+#: the batch columns :func:`~willitscale.compute.model.op_costs` reads
+_OP_COLUMNS = ("micro_batch", "tp", "cp", "sequence_parallel", "ep", "grad_accum", "recompute")
+
+
+def _op_costs(ctx, spec, b, detail: bool):
+    """:func:`~willitscale.compute.model.op_costs` of ``spec`` for ``b``, kept on the context
+    for small batches (keyed by the spec and the columns it reads)."""
+    key = batch_key(b, _OP_COLUMNS)
+    return memo(ctx, None if key is None else ("op_costs", id(spec), detail, key),
+                lambda: (spec, op_costs(spec, b, detail=detail)))[1]
+
+
+def _per_op(ctx, b, st, detail: bool) -> ComputeTimes:
     """The per-op model (:mod:`willitscale.compute.model`) per column: each column's layers of
     one kind (``(count per column, costs)`` runs; dense-first MoE: its dense and MoE layers)."""
-    c = op_costs(ctx.spec, b, detail=detail)
+    c = _op_costs(ctx, ctx.spec, b, detail)
     runs = [(st.layers, c)]
     if ctx.kind_specs is not None:
         model = ctx.scenario.model
         dense = stage_dense_layers(model.dense_layers, model.layers, st.layers)
-        c_dense, c_moe = (op_costs(s, b, detail=detail) for s in ctx.kind_specs)
+        c_dense, c_moe = (_op_costs(ctx, s, b, detail) for s in ctx.kind_specs)
         runs = [(dense, c_dense), (st.layers - dense, c_moe)]
     col = lambda x: np.asarray(x)[:, None]  # noqa: E731
     layers = lambda attr: sum(n * col(getattr(k, attr)) for n, k in runs)  # noqa: E731
@@ -153,9 +168,9 @@ def _per_op(ctx, b, st, detail: bool):
     backward = (layers("layer_bwd") + layers("layer_recompute") * st.share
                 + st.head * col(c.head_bwd) + st.emb * col(c.emb_bwd))
     kinds = _per_op_kinds(c, runs, st, col) if detail else {}
-    return SimpleNamespace(forward=forward, backward=backward, wgrad_qkv=c.wgrad_qkv,
-                           wgrad_fc1=c.wgrad_fc1, wgrad_head=c.wgrad_head,
-                           attention=c.attention_fwd, kinds=kinds, ops=c.ops)
+    return ComputeTimes(forward=forward, backward=backward, wgrad_qkv=c.wgrad_qkv,
+                        wgrad_fc1=c.wgrad_fc1, wgrad_head=c.wgrad_head,
+                        attention=c.attention_fwd, kinds=kinds, ops=tuple(c.ops))
 
 
 def _per_op_kinds(c, runs, st, col):
@@ -171,6 +186,13 @@ def _per_op_kinds(c, runs, st, col):
 
 
 def _places(ctx, b):
+    key = batch_key(b, ("tp", "cp", "ep", "dp", "pp", "shard_node", "zero"))
+    g, order = ctx.links.gpus_per_node, ctx.scenario.options.rank_order
+    return memo(ctx, None if key is None else ("places", g, order, key),
+                lambda: _placed(ctx, b))
+
+
+def _placed(ctx, b):
     g, order = ctx.links.gpus_per_node, ctx.scenario.options.rank_order
     deg = {"tp": b.tp, "cp": b.cp, "ep": b.ep, "dp": b.dp, "pp": b.pp}
     p = {k: group_placement(k, deg, g, order) for k in ("tp", "cp", "ep", "pp", "dp", "edp")}
@@ -210,17 +232,28 @@ def _traffic(ctx, b, st, comp, params, places, L):
                              lines_tp_ag=L["tp_all_gather"], element=element)
     dense, expert, _ = params
     z3 = (b.zero == 3)[:, None]
-    gather = pair_time(L["shard_ag"], dense * WEIGHT_BYTES, L["eshard_ag"], expert * WEIGHT_BYTES)
-    scatter = pair_time(L["shard_rs"], dense * ctx.grad_bytes, L["eshard_rs"], expert * ctx.grad_bytes)
-    shard = np.maximum(places["shard"].size, 1.0)[:, None]
-    scatter = scatter + np.where(dense > 0, line_time(L["replica"], dense * ctx.grad_bytes / shard), 0.0)
-    fe, be = zero3_exposed(gather, scatter, fwd_c, bwd_c, st.layers)
+    if np.any(z3):
+        gather, scatter, fe, be = _zero3_times(ctx, params, places, L, fwd_c, bwd_c, st.layers)
+    else:  # no plan shards its weights: every term below is masked to 0
+        gather = scatter = fe = be = np.zeros_like(dense)
     zero = lambda x: np.where(z3, x, 0.0)  # noqa: E731
     out["zero3"] = Traffic(kind="zero3", op="all_gather", fwd=zero(gather), bwd=zero(gather + scatter),
                            fwd_exposed=zero(fe), bwd_exposed=zero(be),
                            bytes=zero((dense + expert) * (2 * WEIGHT_BYTES + ctx.grad_bytes)),
                            calls=zero(3.0 * st.layers))
     return out
+
+
+def _zero3_times(ctx, params, places, L, fwd_c, bwd_c, layers):
+    """ZeRO-3 per micro-batch: the weight all-gathers, the gradient reduce-scatters (and with
+    hybrid sharding their all-reduce across replicas), and the exposed parts of each pass."""
+    dense, expert, _ = params
+    gather = pair_time(L["shard_ag"], dense * WEIGHT_BYTES, L["eshard_ag"], expert * WEIGHT_BYTES)
+    scatter = pair_time(L["shard_rs"], dense * ctx.grad_bytes, L["eshard_rs"], expert * ctx.grad_bytes)
+    shard = np.maximum(places["shard"].size, 1.0)[:, None]
+    scatter = scatter + np.where(dense > 0, line_time(L["replica"], dense * ctx.grad_bytes / shard), 0.0)
+    fe, be = zero3_exposed(gather, scatter, fwd_c, bwd_c, layers)
+    return gather, scatter, fe, be
 
 
 def run(ctx, b, *, detail: bool = False, memory_only: bool = False) -> BatchResult:
@@ -242,7 +275,8 @@ def run(ctx, b, *, detail: bool = False, memory_only: bool = False) -> BatchResu
     result = assemble(ctx, b, st, comp, params, traffic, mem, pipe, bubble, crit, tail, places,
                       detail=detail)
     if detail and ctx.network is not None:
-        result.detail["network"] = ctx.network.report(ctx, b, places)
+        result = replace(result, detail=replace(result.detail,
+                                                network=ctx.network.report(ctx, b, places)))
     return result
 
 
@@ -285,10 +319,10 @@ def _memory_result(ctx, b, st, mem):
                        overlap_slowdown=nan, exposed_comms=nan, optimizer=nan, bubble=nan,
                        compute=nan, comms=nan, model_flops=nan, executed_flops=nan,
                        tokens_per_step=nan, memory=mem, memory_column=column, critical=column,
-                       counts=st.counts, detail={"capacity": ctx.scenario.cluster.gpu.memory,
-                                                 "peak": ctx.peak, "memory_limit":
-                                                 ctx.scenario.memory_fraction
-                                                 * ctx.scenario.cluster.gpu.memory})
+                       counts=st.counts, detail=StepDetail(
+                           capacity=ctx.scenario.cluster.gpu.memory, peak=ctx.peak,
+                           memory_limit=ctx.scenario.memory_fraction
+                           * ctx.scenario.cluster.gpu.memory))
 
 
 def evaluate(scenario, batch: PlanBatch, *, context: Context | None = None, detail: bool = False,

@@ -28,14 +28,13 @@ forward reaches chunk ``j``: it hides behind ``min(m, p)`` micro-batches' forwar
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 
 from willitscale.collectives.lines import line_time, pair_time, select_lines, take_lines
 from willitscale.memory.state import WEIGHT_BYTES
 from willitscale.step.buckets import comm_schedule
 from willitscale.step.data import bucket_tail, stage_buckets
+from willitscale.step.detail import GradientTail
 from willitscale.step.sharding import param_gather_exposed
 
 __all__ = ["gradient_tail", "expert_share", "sync_window"]
@@ -53,8 +52,8 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
     sc = ctx.scenario
     n = len(b)
     total, exposed, stretch = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3))
-    sync = select_lines(b.zero == 0, L["dp_ar"], L["shard_rs"])
-    esync = select_lines(b.zero == 0, L["edp_ar"], L["eshard_rs"])
+    sync = _either(b.zero == 0, L["dp_ar"], L["shard_rs"])
+    esync = _either(b.zero == 0, L["edp_ar"], L["eshard_rs"])
     hybrid = b.shard_node & (b.zero >= 1)
     measured = sc.measured.allreduce_time
     schedule, experts = {}, {}
@@ -84,6 +83,17 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
                 experts[k] = expert_share(out[3][0], out[4][0], out[5][0],
                                           float(bwd_k[rows[0], k] + out[2][0]))
     return total, exposed, stretch, schedule, experts
+
+
+def _either(mask, a, b):
+    """:func:`~willitscale.collectives.lines.select_lines`, or ``a`` / ``b`` themselves when
+    every plan takes the same side (the other side's columns could never be chosen)."""
+    mask = np.asarray(mask, dtype=bool)
+    if mask.all():
+        return a
+    if not mask.any():
+        return b
+    return select_lines(mask, a, b)
 
 
 def expert_share(ready, duration, expert_duration, end_of_backward: float) -> tuple[float, float]:
@@ -117,7 +127,8 @@ def _groups(keys, rows):
         yield keys[members[0]], rows[members]
 
 
-def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *, detail: bool = False):
+def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *,
+                  detail: bool = False) -> GradientTail:
     window = sync_window(b, st)[:, None]
     total, exposed, stretch, schedule, experts = _bucket_rows(ctx, b, st, params, L, bwd_k * window,
                                                               places["shard"].size, detail)
@@ -147,7 +158,7 @@ def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *, detail: bool =
     ag_exp = np.where(st.active, ag_exp, 0.0)
     ag_col = np.argmax(ag_exp, axis=-1)
     zero12 = (b.zero == 1) | (b.zero == 2)
-    return SimpleNamespace(
+    return GradientTail(
         total=total, exposed=exposed, hidden=hidden, slowdown=slowdown,
         extra=np.max(np.where(st.active, extra, 0.0), -1), tail=tail, tail_col=tail_col,
         emb_ar=emb_ar, ag_total=np.where(zero12, np.take_along_axis(ag, ag_col[:, None], -1)[:, 0], 0.0),

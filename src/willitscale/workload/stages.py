@@ -85,8 +85,13 @@ def model_terms(scenario) -> ModelTerms:
                           attention_core_token=0.0, kv_dim=0, kv_heads=1, head_dim=0, tied=False,
                           moe=False, experts=0, top_k=0, token_embedding=0.0, total_params=p)
 
-    model = scenario.model
-    flash = scenario.options.flash_attention
+    return _shaped_terms(scenario.model, s, scenario.options.flash_attention)
+
+
+@lru_cache(maxsize=256)
+def _shaped_terms(model, s: int, flash: bool) -> ModelTerms:
+    """:func:`model_terms` of a model with a shape (kept: scenarios share their model's terms;
+    the result is read, never changed)."""
     # executed FLOPs (time): a causal FlashAttention kernel skips the masked blocks, so only the
     # unmasked half of the scores runs; standard attention computes them all. Model FLOPs (MFU)
     # count the scores in full, as PaLM and Megatron-LM do, so MFU compares across papers.

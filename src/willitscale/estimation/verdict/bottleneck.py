@@ -133,13 +133,22 @@ def _runnable(scenario, ctx, batch):
                               gpus_per_node=ctx.links.gpus_per_node, seq_len=scenario.seq_len) == 0
 
 
+def _variants(plan, **column) -> PlanBatch:
+    """``plan`` once per value of one column (``grad_accum`` or ``micro_batch``, positive
+    integers: every other field, the implied framework included, stays the plan's)."""
+    (name, values), = column.items()
+    values = np.asarray(values, dtype=np.int64)
+    one = PlanBatch.from_plans([plan])
+    return replace(one.take(np.zeros(len(values), dtype=int)), **{name: values})
+
+
 def _batch_fixes(scenario, ctx, base) -> list[str]:
     """More gradient accumulation; a larger micro-batch (one batched engine run each)."""
 
     plan, limit, out = scenario.plan, EXPOSED_SHARE_LIMIT, []
     accum = np.arange(plan.grad_accum + 1, MAX_GRAD_ACCUM + 1)
     if accum.size:
-        batch = PlanBatch.from_plans([replace(plan, grad_accum=int(a)) for a in accum])
+        batch = _variants(plan, grad_accum=accum)
         r = run(ctx, batch)
         i = _least_row(r, (exposed_share(r.exposed_comms, r.step_time) <= limit)
                        & _runnable(scenario, ctx, batch))
@@ -150,8 +159,7 @@ def _batch_fixes(scenario, ctx, base) -> list[str]:
                        f"{a} micro-steps dilute the exposed part to "
                        f"{_pct(float(r.exposed_comms[i] / r.step_time[i]))} of the step")
     factors = np.arange(2, MAX_MICRO_BATCH_FACTOR + 1)
-    batch = PlanBatch.from_plans([replace(plan, micro_batch=plan.micro_batch * int(k))
-                                  for k in factors])
+    batch = _variants(plan, micro_batch=plan.micro_batch * factors)
     r = run(ctx, batch)
     share = exposed_share(r.exposed_comms, r.step_time)
     i = _least_row(r, (share <= limit) & _runnable(scenario, ctx, batch))
@@ -190,13 +198,15 @@ def network_fixes(scenario, ctx, base, level: str | None) -> tuple[str, ...]:
     return tuple(fixes + _batch_fixes(scenario, ctx, base) + _bf16_fix(scenario, base))
 
 
-def find_bottleneck(*, scenario, ctx, result, breakdown, ops) -> Bottleneck:
-    """The data-parallel step's bottleneck with a one-line reason and computed fixes."""
+def find_bottleneck(*, scenario, ctx, result, breakdown, ops, probed=None) -> Bottleneck:
+    """The data-parallel step's bottleneck with a one-line reason and computed fixes;
+    ``probed``: :func:`~.levers.limiting_level`'s probes when already evaluated."""
 
     step = breakdown.total
     base = outcome(ctx, PlanBatch.from_plans([scenario.plan]), result=result)
     comm_share, data_share = base.share, breakdown.data_loading / step
-    level = limiting_level(ctx, PlanBatch.from_plans([scenario.plan]), base) if base.comms > 0 else None
+    level = (limiting_level(ctx, PlanBatch.from_plans([scenario.plan]), base, probed)
+             if base.comms > 0 else None)
     resource = verdict_resource(ctx, comm_share, data_share, level)
     compute = breakdown.forward + breakdown.backward
     op = ops[0] if ops else None
@@ -217,7 +227,7 @@ def find_bottleneck(*, scenario, ctx, result, breakdown, ops) -> Bottleneck:
         reason = (f"storage: {format_time(breakdown.data_loading)} ({_pct(data_share)}) of the "
                   f"step waits for the step's samples at {format_bandwidth(data.storage_bandwidth)} "
                   f"per node")
-        load = float(np.asarray(result.detail["load"])[0])
+        load = float(np.asarray(result.detail.load)[0])
         fixes = (f"storage bandwidth >= {format_bandwidth(data.storage_bandwidth * load / rest)} "
                  "per node (the reads then hide behind the rest of the step)",)
     elif comms > 0:
@@ -232,7 +242,7 @@ def find_bottleneck(*, scenario, ctx, result, breakdown, ops) -> Bottleneck:
                   f"step{on_top}; one GPU, no gradients to synchronise")
     busy = [("compute", compute), ("communication", comms)]
     if scenario.data is not None:
-        busy.append(("storage", float(np.asarray(result.detail["load"])[0])))
+        busy.append(("storage", float(np.asarray(result.detail.load)[0])))
     return Bottleneck(resource=resource, reason=reason, fixes=fixes, busy=tuple(busy),
                       shares=(("communication", comm_share), ("data_loading", data_share),
                               ("bubble", breakdown.bubble / step)),

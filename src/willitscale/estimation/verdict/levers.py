@@ -24,9 +24,14 @@ the step itself: the level whose bandwidth, doubled, cuts exposed communication 
 the communication's busy time) is the one a fix must speed up. A measured all-reduce
 (``--allreduce-time``) is its own level, ``measured``.
 
-Each evaluation is the batched engine on a batch of one plan (a few milliseconds), on a context
-whose links are scaled (:func:`scaled_context`), so the estimate, its fixes, ``requirements``
-and the planner use the same numbers.
+Every probe is the batched engine's answer for the plan on links scaled by a factor, so the
+estimate, its fixes, ``requirements`` and the planner use the same numbers. The probes of one
+question run as the rows of **one** batch whose links take a factor per row
+(:meth:`~willitscale.collectives.lines.ClusterLinks.with_plan_scale`, :func:`probe_outcomes`):
+:func:`limiting_level`'s two doublings in one pass, :func:`least_factor`'s bisection
+:data:`LOOKAHEAD` levels of its tree per pass (the same midpoints, walked in the same order, so the
+same answer as one run per probe). A measured all-reduce's factor and a simulated fabric
+(``--network flow``) are applied per probe instead (:func:`scaled_context`, one run each).
 """
 
 from __future__ import annotations
@@ -37,11 +42,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from willitscale.step.evaluate import run
+from willitscale.step.network import AnalyticNetwork
 from willitscale.topology.placement import group_placement
 
 __all__ = ["EXPOSED_SHARE_LIMIT", "LEVEL_RESOURCE", "BANDWIDTH_RANGE", "BANDWIDTH_RTOL", "Outcome",
            "BandwidthNeed", "available_levels", "exposed_share", "least_factor", "limiting_level",
-           "in_node_tensor_exposed", "needed_bandwidth", "outcome", "scaled_context"]
+           "in_node_tensor_exposed", "needed_bandwidth", "outcome", "outcomes", "probe_outcomes",
+           "probe_context", "level_probes",
+           "scaled_context", "LOOKAHEAD"]
 
 #: exposed communication above this share of the step makes the network the bottleneck
 EXPOSED_SHARE_LIMIT = 0.05
@@ -53,6 +61,8 @@ _PROBE = 2.0
 BANDWIDTH_RANGE = 1e4
 #: ... to this relative tolerance: 0.1%, below the 3 significant digits every figure prints
 BANDWIDTH_RTOL = 1e-3
+#: bisection levels :func:`least_factor` evaluates per engine pass (2**LOOKAHEAD - 1 probes)
+LOOKAHEAD = 4
 
 
 def exposed_share(exposed, step):
@@ -68,15 +78,12 @@ def scaled_context(ctx, *, intra: float = 1.0, inter: float = 1.0, measured: flo
                     intra_line_rate=links.intra_line_rate * intra,
                     inter_bandwidth=links.inter_bandwidth * inter,
                     inter_line_rate=links.inter_line_rate * inter)
-    flow = ctx.flow
-    if flow is not None and inter != 1.0:  # the simulated fabric: its bytes term scales
-        flow = replace(flow, per_byte=flow.per_byte / inter)
     scenario = ctx.scenario
     if measured != 1.0 and scenario.measured.allreduce_time is not None:
         scenario = replace(scenario, measured=replace(
             scenario.measured, allreduce_time=scenario.measured.allreduce_time / measured,
             allreduce_size=scenario.measured.allreduce_size))
-    return replace(ctx, links=links, flow=flow, scenario=scenario)
+    return replace(ctx, links=links, scenario=scenario)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,7 +95,8 @@ class Outcome:
     tensor_exposed: float  #: exposed tensor-parallel communication inside a node, not judged
     comms: float  #: communication busy time
     memory: float  #: bytes per GPU (largest stage)
-    result: object  #: the engine's BatchResult
+    result: object  #: the engine's BatchResult (its rows: the probes of one pass)
+    row: int = 0  #: this outcome's row of ``result``
 
     @property
     def share(self) -> float:
@@ -110,11 +118,56 @@ def outcome(ctx, batch, index: int = 0, result=None) -> Outcome:
     """Plan ``index`` of ``batch`` evaluated on ``ctx`` (or taken from ``result``)."""
 
     r = run(ctx, batch) if result is None else result
-    pick = lambda x: float(np.asarray(x)[index])  # noqa: E731
-    tensor = pick(in_node_tensor_exposed(ctx, batch, r))
-    return Outcome(step=pick(r.step_time), exposed=pick(r.exposed_comms) - tensor,
-                   tensor_exposed=tensor, comms=pick(r.comms), memory=pick(r.memory_per_gpu),
-                   result=r)
+    return outcomes(ctx, batch, r, [index])[0]
+
+
+def outcomes(ctx, batch, r, rows) -> list[Outcome]:
+    """The outcomes of ``rows`` of an engine result ``r`` of ``batch``."""
+    tensor = in_node_tensor_exposed(ctx, batch, r)
+    step, exposed, comms = r.step_time, r.exposed_comms, r.comms
+    memory = r.memory_per_gpu
+    out = []
+    for i in rows:
+        t = float(np.asarray(tensor)[i])
+        out.append(Outcome(step=float(np.asarray(step)[i]),
+                           exposed=float(np.asarray(exposed)[i]) - t, tensor_exposed=t,
+                           comms=float(np.asarray(comms)[i]), memory=float(np.asarray(memory)[i]),
+                           result=r, row=i))
+    return out
+
+
+def probe_context(ctx, changes):
+    """``ctx`` whose links take row ``i`` of a batch ``changes[i]`` times faster (a dict level ->
+    factor, as :func:`scaled_context` takes; ``{}``: as they are), or None when the changes
+    cannot be rows of one pass: a measured all-reduce's factor, a simulated fabric
+    (``--network flow``), or links already scaled per plan."""
+    if (not isinstance(ctx.network, AnalyticNetwork | None) or ctx.links.plan_scale is not None
+            or any(set(c) - {"intra", "inter"} for c in changes)):
+        return None
+    links = ctx.links.with_plan_scale([c.get("intra", 1.0) for c in changes],
+                                      [c.get("inter", 1.0) for c in changes])
+    return replace(ctx, links=links)
+
+
+def probe_outcomes(ctx, batch, changes, index: int = 0) -> list[Outcome]:
+    """Plan ``index`` of ``batch`` under each change (a dict level -> factor on that level's
+    bandwidth, as :func:`scaled_context` takes), in one engine pass: the changes are the rows of
+    one batch whose links take a factor per row (:func:`probe_context`); where they cannot be,
+    one run per change on a :func:`scaled_context`."""
+    changes = list(changes)
+    if not changes:
+        return []
+    one = batch.take(np.full(len(changes), index))
+    probe = probe_context(ctx, changes)
+    if probe is None:
+        return [outcome(scaled_context(ctx, **c), one, i) for i, c in enumerate(changes)]
+    return outcomes(ctx, one, run(probe, one), range(len(changes)))
+
+
+def level_probes(ctx) -> tuple[tuple[str, dict], ...]:
+    """``(level, change)`` of each probe :func:`limiting_level` makes: every available level's
+    bandwidth doubled."""
+    return tuple((level, {level: _PROBE}) for level in available_levels(ctx))
 
 
 def available_levels(ctx) -> tuple[str, ...]:
@@ -131,13 +184,20 @@ def available_levels(ctx) -> tuple[str, ...]:
     return tuple(out)
 
 
-def limiting_level(ctx, batch, base: Outcome | None = None) -> str | None:
+def limiting_level(ctx, batch, base: Outcome | None = None,
+                   probed: dict[str, Outcome] | None = None) -> str | None:
     """The level whose bandwidth, doubled, cuts exposed communication most (then the busy time);
-    None when no level changes anything (one GPU, or no communication)."""
+    None when no level changes anything (one GPU, or no communication). ``probed``: the
+    outcomes of :func:`level_probes` when the caller evaluated them already (level -> outcome),
+    e.g. as extra rows of its own engine pass."""
     base = base or outcome(ctx, batch)
     best, key = None, (base.exposed, base.comms)
-    for level in available_levels(ctx):
-        out = outcome(scaled_context(ctx, **{level: _PROBE}), batch)
+    probes = level_probes(ctx)
+    if probed is None:
+        outs = probe_outcomes(ctx, batch, [change for _, change in probes])
+        probed = {level: out for (level, _), out in zip(probes, outs)}
+    for level, _ in probes:
+        out = probed[level]
         candidate = (out.exposed, out.comms)
         if candidate < key and not np.allclose(candidate, (base.exposed, base.comms), rtol=1e-9,
                                                atol=1e-12):
@@ -150,25 +210,39 @@ def least_factor(ctx, batch, levels, *, share: float = EXPOSED_SHARE_LIMIT, lo: 
     """``(factor, outcome)``: the least factor in ``[lo, hi]`` on the bandwidth of every level in
     ``levels`` at which exposed communication is at most ``share`` of the step, found by geometric
     bisection to ``rtol`` (the exposed share never grows with bandwidth: a property test checks
-    it). ``(None, outcome at hi)`` when even ``hi`` is not enough."""
-    def at(factor: float) -> Outcome:
-        return outcome(scaled_context(ctx, **{level: factor for level in levels}), batch)
+    it). ``(None, outcome at hi)`` when even ``hi`` is not enough. The probes run
+    :data:`LOOKAHEAD` levels of the bisection per engine pass (:func:`probe_outcomes`)."""
+    def at(factors) -> list[Outcome]:
+        return probe_outcomes(ctx, batch, [{level: f for level in levels} for f in factors])
 
-    top = at(hi)
+    top, bottom = at([hi, lo])
     if top.share > share:
         return None, top
-    bottom = at(lo)
     if bottom.share <= share:
         return lo, bottom
     best = top
     while hi / lo > 1 + rtol:
-        mid = math.sqrt(lo * hi)
-        out = at(mid)
-        if out.share <= share:
-            hi, best = mid, out
-        else:
-            lo = mid
+        tree = _bisection_tree(lo, hi, rtol, LOOKAHEAD)
+        outs = dict(zip([(a, b) for a, b, _ in tree], at([mid for _, _, mid in tree])))
+        for _ in range(LOOKAHEAD):  # the walk the one-probe-per-run bisection takes
+            if not hi / lo > 1 + rtol:
+                break
+            mid, out = math.sqrt(lo * hi), outs[(lo, hi)]
+            if out.share <= share:
+                hi, best = mid, out
+            else:
+                lo = mid
     return hi, best
+
+
+def _bisection_tree(lo: float, hi: float, rtol: float, depth: int) -> list[tuple]:
+    """``(lo, hi, midpoint)`` of every interval the geometric bisection of ``[lo, hi]`` can
+    reach in ``depth`` steps (the midpoints it would probe, computed as it computes them)."""
+    if depth == 0 or not hi / lo > 1 + rtol:
+        return []
+    mid = math.sqrt(lo * hi)
+    return ([(lo, hi, mid)] + _bisection_tree(lo, mid, rtol, depth - 1)
+            + _bisection_tree(mid, hi, rtol, depth - 1))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -53,12 +53,13 @@ def _fixes(scenario, ctx, breakdown, ops) -> list[str]:
     return fixes
 
 
-def model_parallel_bottleneck(scenario, ctx, result, breakdown, ops) -> Bottleneck:
+def model_parallel_bottleneck(scenario, ctx, result, breakdown, ops, probed=None) -> Bottleneck:
+    """The verdict; ``probed``: :func:`~.levers.limiting_level`'s probes when already evaluated."""
     step = breakdown.total
     batch = PlanBatch.from_plans([scenario.plan])
     base = outcome(ctx, batch, result=result)
     data_share = breakdown.data_loading / step
-    level = limiting_level(ctx, batch, base) if base.comms > 0 else None
+    level = limiting_level(ctx, batch, base, probed) if base.comms > 0 else None
     resource = verdict_resource(ctx, base.share, data_share, level)
     compute = breakdown.forward + breakdown.backward
     losses = [("pipeline bubble", breakdown.bubble)] + [
