@@ -30,7 +30,7 @@ def test_both_backends_answer_the_protocol():
         assert isinstance(net, Network) and isinstance(net, kind)
         ctx = make_context(scenario)
         b = PlanBatch.from_plans([scenario.plan])
-        lines = net.lines(ctx, b, run(ctx, b, detail=True).detail["places"])
+        lines = net.lines(ctx, b, run(ctx, b, detail=True).detail.places)
         assert set(lines) == set(GROUPS)
 
 
@@ -139,7 +139,7 @@ def test_tied_embedding_pair_crosses_nodes_when_the_pipeline_does():
         sc = build_scenario({**LLAMA, "nodes": nodes, **settings})
         ctx = make_context(sc)
         b = PlanBatch.from_plans([sc.plan])
-        return analytic_lines(ctx, b, run(ctx, b, detail=True).detail["places"])
+        return analytic_lines(ctx, b, run(ctx, b, detail=True).detail.places)
 
     size = np.array([256e6])
     across = lines({"tp": 4, "pp": 4, "dp": 1, "global_batch": 32}, 2)["emb"]

@@ -85,11 +85,12 @@ def model_terms(scenario) -> ModelTerms:
                           attention_core_token=0.0, kv_dim=0, kv_heads=1, head_dim=0, tied=False,
                           moe=False, experts=0, top_k=0, token_embedding=0.0, total_params=p)
 
-    return _shaped_terms(scenario.model, s, scenario.options.flash_attention)
+    return _shaped_terms(scenario.model, s, scenario.options.flash_attention,
+                         getattr(scenario.compute, "document_length", None))
 
 
 @lru_cache(maxsize=256)
-def _shaped_terms(model, s: int, flash: bool) -> ModelTerms:
+def _shaped_terms(model, s: int, flash: bool, docs: int | None) -> ModelTerms:
     """:func:`model_terms` of a model with a shape (kept: scenarios share their model's terms;
     the result is read, never changed)."""
     # executed FLOPs (time): a causal FlashAttention kernel skips the masked blocks, so only the
@@ -99,7 +100,6 @@ def _shaped_terms(model, s: int, flash: bool) -> ModelTerms:
     # across documents: executed and causal-adjusted FLOPs count each query's keys within its
     # document; model FLOPs still count the whole sequence (the papers' convention).
     causal = flash
-    docs = getattr(scenario.compute, "document_length", None)
     rec = [float(training_flops(model, s, recompute=m, causal=causal, flash_attention=flash,
                                 document_length=docs).layer_recompute_per_token)
            for m in RECOMPUTE]
