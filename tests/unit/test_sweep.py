@@ -295,3 +295,19 @@ def test_fabric_simulate_seeds_on_two_workers_print_what_one_prints(cli):
     assert code1 == code2 == 0 and one == two
     code, _, err = cli(*argv, "--workers", "0")
     assert code == 2 and "--workers = 0" in err
+
+
+def test_fabric_simulate_step_jobs_and_incast_seeds_on_two_workers_print_what_one_prints(cli):
+    # the streams' seeds (--step, --jobs, --incast) run on the pool like a collective's: each
+    # seed's simulation is deterministic, so the pool must print exactly what one process prints
+    base = ("fabric", "simulate", "--topology", "fat-tree", "--k", "16", "--nodes", "8", "--oversubscription", "2",
+            "--routing", "ecmp", "--seeds", "1-3", "--json")
+    for extra in (("--step", "--tp", "4", "--dp", "8", "--tp-bytes", "8MB", "--tp-count", "1",
+                   "--dp-bytes", "64MB"),
+                  ("--jobs", "2", "--size", "16MB"),
+                  ("--incast", "4", "--size", "16MB")):
+        code1, one, err1 = cli(*base, *extra)
+        code2, two, err2 = cli(*base, *extra, "--workers", "2")
+        assert code1 == code2 == 0, (err1, err2)
+        assert one == two
+        assert '"worst_seed"' in one
