@@ -169,6 +169,42 @@ def test_estimate_grid_rows(tmp_path):
         assert row[header.index("fits_in_memory")] == str(micro == 4) and row[-1] == ""
 
 
+def test_estimate_grid_reads_a_relative_model_config_from_the_grid_files_folder(tmp_path, monkeypatch):
+    # a grid in sweeps/ names "llama3-8b.json" beside it; the sweep runs from another folder (the
+    # cwd holds no such file): the point reads the file beside the grid, as a scenario file does,
+    # and its row is the estimate of that file; the row still shows the path as written
+    import shutil
+    from pathlib import Path
+
+    from willitscale.estimation.estimate import estimate
+    from willitscale.scenario.build import build_scenario
+
+    folder = tmp_path / "sweeps"
+    folder.mkdir()
+    config = folder / "llama3-8b.json"
+    shutil.copy(Path(__file__).parents[1] / "data/hf_configs/llama3-8b.json", config)
+    grid_file = folder / "grid.toml"
+    grid_file.write_text('kind = "estimate"\n[fixed]\nmodel = "llama3-8b.json"\ngpu = "h100"\n'
+                         'gpus_per_node = 8\nseq_len = 4096\n[grid]\nnodes = [1, 2]\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    grid = load_grid(grid_file)
+    _run(elsewhere / "est.csv", grid, workers=2)  # the folder reaches the worker processes too
+    header, *rows = _rows(elsewhere / "est.csv")
+    assert len(rows) == 2
+    for row in rows:
+        assert row[-1] == "" and row[header.index("model")] == "llama3-8b.json"
+        want = estimate(build_scenario({"model": str(config), "gpu": "h100", "gpus_per_node": 8, "seq_len": 4096,
+                                        "nodes": int(row[header.index("nodes")])}), allow_oom=True)
+        assert float(row[header.index("step_time_s")]) == want.step_time
+    # the same grid parsed without its folder reads from the cwd: no such file there, an error row
+    _run(elsewhere / "cwd.csv", parse_grid({"kind": "estimate", "fixed": {
+        "model": "llama3-8b.json", "gpu": "h100", "gpus_per_node": 8, "seq_len": 4096, "nodes": 1}}))
+    header, row = _rows(elsewhere / "cwd.csv")
+    assert "llama3-8b.json" in row[-1] and row[header.index("step_time_s")] == ""
+
+
 # ------------------------------------------------------------------ the optional extras
 def test_parquet_resume_and_same_rows_as_csv(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
