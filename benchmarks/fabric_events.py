@@ -1,9 +1,10 @@
 """Why a training step on a congested fabric costs so many events, and where its CPU time goes.
 
-    python benchmarks/fabric_events.py [--long]
+    python benchmarks/fabric_events.py [--long] [--full]
 
 Issue 15's step (TP 8, 2 x 100 MB TP all-reduces, 2 x 100 MB PP sends, a 1 GB DP all-reduce,
-ECMP on a 4:1 fat-tree) at growing sizes; ``--long`` adds 32,768 GPUs (about a minute). For each
+ECMP on a 4:1 fat-tree) at growing sizes; ``--long`` adds 32,768 GPUs (about a minute), ``--full``
+the 65,536-GPU step itself (about ten CPU minutes, 400 MiB). For each
 size, one simulation with the default (incremental) solver, accounted event by event:
 
 * ``solves``: events (a flow finishing or a step starting, the max-min rates brought up to date);
@@ -39,6 +40,7 @@ COMM = {"tp_bytes": 100e6, "tp_count": 2, "pp_bytes": 100e6, "pp_count": 2, "dp_
 CASES = [(8192, {"k": 128, "nodes": 1024}, {"tp": 8, "pp": 4, "dp": 256}),
          (16384, {"k": 128, "tiers": 3, "nodes": 2048}, {"tp": 8, "pp": 8, "dp": 256})]
 LONG = [(32768, {"k": 128, "tiers": 3, "nodes": 4096}, {"tp": 8, "pp": 8, "dp": 512})]
+FULL = [(65536, {"k": 128, "tiers": 3, "nodes": 8192}, {"tp": 8, "pp": 8, "dp": 1024})]
 #: the tolerances tried on the 16,384-GPU case
 TOLERANCES = (1e-4, 1e-3, 1e-2)
 BIG = 10_000  #: an event re-solving at least this many flows counts as big
@@ -101,11 +103,12 @@ def _with_tolerance(topo, traffic, routing, tol: float):
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     long_flag(ap)
+    ap.add_argument("--full", action="store_true", help="add the 65,536-GPU step (about ten CPU minutes)")
     args = ap.parse_args(argv)
     print(f"{'GPUs':>7} {'solves':>8} {'dp steps':>9} {'per dp step':>11} {'with others':>11} {'big':>5} "
           f"{'big cpu':>8} {'cpu_s':>7} {'time_ms':>9}")
     rows = {}
-    for gpus, params, layout in CASES + (LONG if args.long else []):
+    for gpus, params, layout in CASES + (LONG if args.long else []) + (FULL if args.full else []):
         topo, traffic, routing = _setup(params, layout)
         a = _accounted(topo, traffic, routing)
         rows[gpus] = a
