@@ -237,8 +237,9 @@ def evaluate(kind: str, settings: Mapping[str, Any], seed: int | None, *,
              base: str | None = None) -> tuple[dict[str, Any], str]:
     """``(results, error)`` of one point: the result columns, or empty ones and why it cannot run.
     ``base``: the folder relative file paths in ``settings`` are read from (default: the cwd)."""
-    if base is not None and KINDS[kind].paths is not None:
-        settings = KINDS[kind].paths(settings, base)
+    paths = KINDS[kind].paths
+    if base is not None and paths is not None:
+        settings = paths(settings, base)
     try:
         return KINDS[kind].row(settings, seed), ""
     except WillItScaleError as exc:
