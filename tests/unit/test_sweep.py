@@ -169,6 +169,42 @@ def test_estimate_grid_rows(tmp_path):
         assert row[header.index("fits_in_memory")] == str(micro == 4) and row[-1] == ""
 
 
+def test_estimate_grid_reads_a_relative_model_config_from_the_grid_files_folder(tmp_path, monkeypatch):
+    # a grid in sweeps/ names "llama3-8b.json" beside it; the sweep runs from another folder (the
+    # cwd holds no such file): the point reads the file beside the grid, as a scenario file does,
+    # and its row is the estimate of that file; the row still shows the path as written
+    import shutil
+    from pathlib import Path
+
+    from willitscale.estimation.estimate import estimate
+    from willitscale.scenario.build import build_scenario
+
+    folder = tmp_path / "sweeps"
+    folder.mkdir()
+    config = folder / "llama3-8b.json"
+    shutil.copy(Path(__file__).parents[1] / "data/hf_configs/llama3-8b.json", config)
+    grid_file = folder / "grid.toml"
+    grid_file.write_text('kind = "estimate"\n[fixed]\nmodel = "llama3-8b.json"\ngpu = "h100"\n'
+                         'gpus_per_node = 8\nseq_len = 4096\n[grid]\nnodes = [1, 2]\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    grid = load_grid(grid_file)
+    _run(elsewhere / "est.csv", grid, workers=2)  # the folder reaches the worker processes too
+    header, *rows = _rows(elsewhere / "est.csv")
+    assert len(rows) == 2
+    for row in rows:
+        assert row[-1] == "" and row[header.index("model")] == "llama3-8b.json"
+        want = estimate(build_scenario({"model": str(config), "gpu": "h100", "gpus_per_node": 8, "seq_len": 4096,
+                                        "nodes": int(row[header.index("nodes")])}), allow_oom=True)
+        assert float(row[header.index("step_time_s")]) == want.step_time
+    # the same grid parsed without its folder reads from the cwd: no such file there, an error row
+    _run(elsewhere / "cwd.csv", parse_grid({"kind": "estimate", "fixed": {
+        "model": "llama3-8b.json", "gpu": "h100", "gpus_per_node": 8, "seq_len": 4096, "nodes": 1}}))
+    header, row = _rows(elsewhere / "cwd.csv")
+    assert "llama3-8b.json" in row[-1] and row[header.index("step_time_s")] == ""
+
+
 # ------------------------------------------------------------------ the optional extras
 def test_parquet_resume_and_same_rows_as_csv(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
@@ -295,3 +331,19 @@ def test_fabric_simulate_seeds_on_two_workers_print_what_one_prints(cli):
     assert code1 == code2 == 0 and one == two
     code, _, err = cli(*argv, "--workers", "0")
     assert code == 2 and "--workers = 0" in err
+
+
+def test_fabric_simulate_step_jobs_and_incast_seeds_on_two_workers_print_what_one_prints(cli):
+    # the streams' seeds (--step, --jobs, --incast) run on the pool like a collective's: each
+    # seed's simulation is deterministic, so the pool must print exactly what one process prints
+    base = ("fabric", "simulate", "--topology", "fat-tree", "--k", "16", "--nodes", "8", "--oversubscription", "2",
+            "--routing", "ecmp", "--seeds", "1-3", "--json")
+    for extra in (("--step", "--tp", "4", "--dp", "8", "--tp-bytes", "8MB", "--tp-count", "1",
+                   "--dp-bytes", "64MB"),
+                  ("--jobs", "2", "--size", "16MB"),
+                  ("--incast", "4", "--size", "16MB")):
+        code1, one, err1 = cli(*base, *extra)
+        code2, two, err2 = cli(*base, *extra, "--workers", "2")
+        assert code1 == code2 == 0, (err1, err2)
+        assert one == two
+        assert '"worst_seed"' in one

@@ -134,7 +134,7 @@ def _traffic_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, default=0, help="ECMP hash seed")
     g.add_argument("--seeds", help="several seeds: 1-10 or 1,4,7; reports mean and worst")
     g.add_argument("--workers", type=int, default=1,
-                   help="with --seeds and a collective: run the seeds on this many worker processes "
+                   help="with --seeds: run the seeds on this many worker processes "
                         "(the pool of `willitscale sweep`; default 1, in this process)")
     g.add_argument("--jobs", type=int, default=1, help="equal jobs on the servers, each running the collective")
     g.add_argument("--job-layout", choices=("packed", "interleaved"), default="packed")
@@ -426,18 +426,18 @@ def _step_traffic(args, topo, size):
 def _simulate_streams(args, topo, size, seeds) -> dict:
     import numpy as np
 
-    from willitscale.collectives.phases import Traffic
     from willitscale.fabric.report import link_report, traffic_matrix
-    from willitscale.fabric.simulator import simulate
 
     traffic = _step_traffic(args, topo, size)
-    per_seed = []
-    for seed in seeds:
-        routing = _routing(args, seed)
-        res = simulate(topo, traffic, routing, reuse_phases=not args.no_reuse)
-        alone = {s.name: simulate(topo, Traffic([s]), routing).completion_time for s in traffic.streams} \
-            if len(traffic.streams) > 1 else {s.name: res.completion_time for s in traffic.streams}
-        per_seed.append((seed, res, alone))
+    if len(seeds) > 1 and args.workers > 1:
+        from dataclasses import replace
+
+        from willitscale.sweep.runner import map_on_pool
+
+        per_seed = [(seed, replace(res, topology=topo, traffic=traffic), alone) for seed, res, alone in
+                    map_on_pool(_streams_seed, [(args, size, s) for s in seeds], args.workers)]
+    else:
+        per_seed = [_streams_of_seed(args, topo, traffic, seed) for seed in seeds]
     times = np.array([r.completion_time for _, r, _ in per_seed])
     seed, res, alone = per_seed[int(np.argmax(times))]
     streams = [{"stream": s.name, "bytes": s.bytes, "time_s": res.stream_times[s.name],
@@ -452,6 +452,33 @@ def _simulate_streams(args, topo, size, seeds) -> dict:
     if args.incast:
         out["incast"] = _incast_summary(topo, traffic, res, seed, args)
     return out
+
+
+def _streams_of_seed(args, topo, traffic, seed):
+    """``(seed, simulation, each stream's time alone)`` of the streams under one routing seed."""
+    from willitscale.collectives.phases import Traffic
+    from willitscale.fabric.simulator import simulate
+
+    routing = _routing(args, seed)
+    res = simulate(topo, traffic, routing, reuse_phases=not args.no_reuse)
+    alone = {s.name: simulate(topo, Traffic([s]), routing).completion_time for s in traffic.streams} \
+        if len(traffic.streams) > 1 else {s.name: res.completion_time for s in traffic.streams}
+    return seed, res, alone
+
+
+def _streams_seed(task):
+    """:func:`_streams_of_seed` in a worker process: the simulation comes back without its
+    topology and traffic (the parent has them; the rest are the same numbers)."""
+    from dataclasses import replace
+
+    args, size, seed = task
+    key = repr(sorted((k, v) for k, v in vars(args).items() if k != "run"))
+    if key not in _TOPOLOGIES:
+        _TOPOLOGIES.clear()
+        _TOPOLOGIES[key] = _spec(args, args.topology).build()
+    topo = _TOPOLOGIES[key]
+    seed, res, alone = _streams_of_seed(args, topo, _step_traffic(args, topo, size), seed)
+    return seed, replace(res, topology=None, traffic=None), alone
 
 
 def _incast_summary(topo, traffic, res, seed, args) -> dict:

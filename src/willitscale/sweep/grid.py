@@ -58,6 +58,9 @@ class Point:
 
     settings: Mapping[str, Any]
     seed: int | None = None
+    #: the grid file's folder: relative file paths in the settings (an estimate's ``model``
+    #: config, ``calibration``) are read from there, as a scenario file's are; not part of the key
+    base: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
@@ -69,11 +72,11 @@ class Point:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def __reduce__(self):  # MappingProxyType does not pickle: send a plain dict to workers
-        return (_point, (dict(self.settings), self.seed))
+        return (_point, (dict(self.settings), self.seed, self.base))
 
 
-def _point(settings: dict, seed: int | None) -> Point:
-    return Point(settings=settings, seed=seed)
+def _point(settings: dict, seed: int | None, base: str | None = None) -> Point:
+    return Point(settings=settings, seed=seed, base=base)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,8 +163,10 @@ def _listed(data: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
     return out
 
 
-def parse_grid(data: Mapping[str, Any], *, seeds: Sequence[int] | None = None) -> Grid:
-    """The :class:`Grid` a parsed grid file describes; ``seeds`` (``--seeds``) overrides the file's."""
+def parse_grid(data: Mapping[str, Any], *, seeds: Sequence[int] | None = None,
+               base: str | Path | None = None) -> Grid:
+    """The :class:`Grid` a parsed grid file describes; ``seeds`` (``--seeds``) overrides the file's;
+    ``base``: the folder relative file paths in the settings are read from (the grid file's)."""
     unknown = sorted(set(data) - set(TOP_KEYS))
     if unknown:
         raise ConfigError(unknown[0], data[unknown[0]], "a top-level key of a grid file: " + ", ".join(TOP_KEYS))
@@ -186,7 +191,8 @@ def parse_grid(data: Mapping[str, Any], *, seeds: Sequence[int] | None = None) -
     for entry in listed:
         for combo in itertools.product(*(values for _, values in lists)):
             settings = {**fixed, **entry, **dict(zip(names, combo))}
-            points += [Point(settings=settings, seed=s) for s in (seeds or (None,))]
+            points += [Point(settings=settings, seed=s, base=None if base is None else str(base))
+                       for s in (seeds or (None,))]
     return Grid(kind=kind, points=tuple(points))
 
 
@@ -194,6 +200,6 @@ def load_grid(path: str | Path, *, seeds: Sequence[int] | None = None) -> Grid:
     """:func:`parse_grid` of the TOML file at ``path`` (errors name the file)."""
     data = load_toml(path)
     try:
-        return parse_grid(data, seeds=seeds)
+        return parse_grid(data, seeds=seeds, base=Path(path).resolve().parent)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None

@@ -186,6 +186,25 @@ def _estimate_row(settings: Mapping[str, Any], seed: int | None) -> dict[str, An
             "bottleneck": est.bottleneck.resource}
 
 
+def _estimate_paths(settings: Mapping[str, Any], base: str) -> dict[str, Any]:
+    """``settings`` with relative file paths read from ``base`` (the grid file's folder), as a
+    scenario file's are: ``calibration`` always; ``model`` when it names a file there or ends in
+    ``.json``/``.toml`` (a catalog name or Hugging Face id stays as written)."""
+    from pathlib import Path
+
+    out = dict(settings)
+    for name in ("model", "calibration"):
+        value = out.get(name)
+        if not isinstance(value, str) or not value.strip() or Path(value.strip()).expanduser().is_absolute():
+            continue
+        text = value.strip()
+        there = Path(base) / text
+        if name == "calibration" or text.endswith((".json", ".toml")) or there.is_file() or \
+                (there / "config.json").is_file():
+            out[name] = str(there)
+    return out
+
+
 def _fabric_check(name: str, value: Any, *, field: str) -> Any:
     if name not in FABRIC_SETTINGS:
         import difflib
@@ -204,16 +223,23 @@ class Kind:
     columns: tuple[str, ...]
     row: Callable[[Mapping[str, Any], int | None], dict[str, Any]]
     seeded: bool  #: whether points take a routing seed
+    #: settings with relative file paths read from a folder (the grid file's); None: no paths
+    paths: Callable[[Mapping[str, Any], str], Mapping[str, Any]] | None = None
 
 
 KINDS: dict[str, Kind] = {
     "fabric": Kind(_fabric_check, _FABRIC_COLUMNS, _fabric_row, seeded=True),
-    "estimate": Kind(_estimate_check, _ESTIMATE_COLUMNS, _estimate_row, seeded=False),
+    "estimate": Kind(_estimate_check, _ESTIMATE_COLUMNS, _estimate_row, seeded=False, paths=_estimate_paths),
 }
 
 
-def evaluate(kind: str, settings: Mapping[str, Any], seed: int | None) -> tuple[dict[str, Any], str]:
-    """``(results, error)`` of one point: the result columns, or empty ones and why it cannot run."""
+def evaluate(kind: str, settings: Mapping[str, Any], seed: int | None, *,
+             base: str | None = None) -> tuple[dict[str, Any], str]:
+    """``(results, error)`` of one point: the result columns, or empty ones and why it cannot run.
+    ``base``: the folder relative file paths in ``settings`` are read from (default: the cwd)."""
+    paths = KINDS[kind].paths
+    if base is not None and paths is not None:
+        settings = paths(settings, base)
     try:
         return KINDS[kind].row(settings, seed), ""
     except WillItScaleError as exc:

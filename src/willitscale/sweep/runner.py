@@ -48,7 +48,7 @@ class SweepSummary:
 
 
 def _row(kind: str, point: Point) -> dict:
-    results, error = evaluate(kind, point.settings, point.seed)
+    results, error = evaluate(kind, point.settings, point.seed, base=point.base)
     return {KEY_COLUMN: point.key, "seed": point.seed, **point.settings, **results, "error": error}
 
 
