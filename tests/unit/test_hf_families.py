@@ -164,14 +164,22 @@ def test_qwen2_57b_a14b_shared_expert_and_gate():
 
 def test_qwen_moe_dense_layers_from_mlp_only_layers_and_sparse_step():
     """Qwen2MoeDecoderLayer: layer i is sparse when not in mlp_only_layers and (i + 1) %
-    decoder_sparse_step == 0. 48 layers, step 2 -> 24 sparse; plus mlp_only_layers [1, 3] (both
-    sparse by the step rule) -> 22 sparse, 26 dense of intermediate_size."""
+    decoder_sparse_step == 0. mlp_only_layers [0, 1, 2] of 48 layers: 3 dense layers first, 45
+    sparse, as DeepSeek's first_k_dense_replace places them. Step 2 (every other layer dense)
+    interleaves dense and MoE layers, which the per-stage model cannot place: refused, naming
+    the keys, not counted as if the dense layers came first."""
     config = json.loads((HF / "qwen3-30b-a3b.json").read_text())
-    m = transformer_from_hf(config | {"decoder_sparse_step": 2, "mlp_only_layers": [1, 3]}, "x")
-    assert (m.moe_layers, m.dense_layers, m.dense_ffn) == (22, 26, 6144)
+    m = transformer_from_hf(config | {"mlp_only_layers": [0, 1, 2]}, "x")
+    assert (m.moe_layers, m.dense_layers, m.dense_ffn) == (45, 3, 6144)
     dense = param_count(transformer_from_hf(config, "y"))
     # each dense layer trades 128 experts + router for one MLP of 3*2048*6144 = 37,748,736
-    assert dense.total - param_count(m).total == 26 * (603_979_776 + 262_144 - 37_748_736)
+    assert dense.total - param_count(m).total == 3 * (603_979_776 + 262_144 - 37_748_736)
+    with pytest.raises(ConfigError, match=r"decoder_sparse_step / mlp_only_layers = 'dense layers "
+                                          r"\[0, 2, 4, .*only before the MoE layers"):
+        transformer_from_hf(config | {"decoder_sparse_step": 2}, "z")
+    v3 = json.loads((HF / "deepseek-v3.json").read_text())
+    with pytest.raises(ConfigError, match=r"first_k_dense_replace / moe_layer_freq"):
+        transformer_from_hf(v3 | {"moe_layer_freq": 2}, "v")
 
 
 # -- Gemma, Phi-3, OLMo 2 -----------------------------------------------------------------------

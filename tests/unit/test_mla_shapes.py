@@ -299,3 +299,24 @@ def test_stage_compute_counts_dense_and_moe_layers_as_what_they_are():
     assert compute({}, True) == pytest.approx(compute({}, False), rel=1e-9)
     three = {"pp": 3, "nodes": 3}
     assert compute(three, True) > compute(three, False)
+
+
+def test_expert_all_to_alls_run_on_the_moe_layers_each_stage_holds():
+    # DeepSeek-V3, 61 layers on pp 7: stages of 8, 9, 9, 9, 9, 9, 8 layers; its 3 dense-first
+    # layers all sit on the first stage, which so holds 5 MoE layers against 9 in a middle
+    # stage: the expert all-to-all bytes per micro-batch of column 1 (a middle stage) over
+    # column 0 (the first) are 9 / 5, and the last stage's 8 / 9 of a middle one's
+    from willitscale.scenario.batch import PlanBatch
+    from willitscale.step.engine import make_context
+    from willitscale.step.evaluate import run
+
+    sc = build_scenario({"model": "deepseek-v3", "gpu": "h100-sxm", "nodes": 7, "gpus_per_node": 8,
+                         "tp": 1, "pp": 7, "ep": 8, "dp": 8, "global_batch": 448, "micro_batch": 1,
+                         "seq_len": 4096})
+    ctx = make_context(sc)
+    b = PlanBatch.from_plans([sc.plan])
+    res = run(ctx, b, detail=True)
+    assert res.detail.layers[0].tolist() == [8, 9, 8]
+    ep = res.detail.traffic["ep"].bytes[0]
+    assert ep[1] / ep[0] == pytest.approx(9 / 5, rel=1e-12)
+    assert ep[2] / ep[1] == pytest.approx(8 / 9, rel=1e-12)

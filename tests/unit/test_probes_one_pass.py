@@ -154,3 +154,34 @@ def test_batch_fix_variants_equal_the_plans_they_stand_for():
             for f in fields(want):
                 assert np.array_equal(getattr(got, f.name), getattr(want, f.name)), f.name
                 assert getattr(got, f.name).dtype == getattr(want, f.name).dtype, f.name
+
+
+@pytest.mark.parametrize("collectives, backend, pairs", [
+    ("nccl", "nccl", [(a, p) for a in ("Ring", "Tree") for p in ("LL", "LL128", "Simple")]),
+    ("gloo", "gloo", [("Ring", "Simple")]),
+    ("alpha-beta", "nccl", [("Ring", "Simple")]),
+])
+def test_probes_over_measured_collective_entries_equal_one_run_each(collectives, backend, pairs,
+                                                                    tmp_path):
+    # a calibration's [[collective]] entries (100 us + S / 5 GB/s on 2 nodes x 1 rank) time the
+    # data-parallel all-reduce; a probe row's per-plan link scale must speed their bytes term
+    # up as a separately scaled context does (collectives.measured_lines._matched)
+    entries = "".join(
+        f'[[collective]]\nbackend = "{backend}"\nop = "all_reduce"\nalgorithm = "{a}"\n'
+        f'protocol = "{p}"\nnodes = 2\nranks_per_node = 1\nlatency_us = 100\nalgbw_GBps = 5\n'
+        f"min_size_bytes = {2**20}\nmax_size_bytes = {2**30}\nruns = [7]\n" for a, p in pairs)
+    cal = tmp_path / "cal.toml"
+    cal.write_text("format = 2\n" + entries)
+    sc = build_scenario({"params": 1e9, "gpu": "a100-80gb", "nodes": 2, "gpus_per_node": 1,
+                         "seq_len": 1024, "micro_batch": 4, "hfu": 0.5, "collectives": collectives,
+                         "calibration": str(cal)})
+    ctx = make_context(sc)
+    b = PlanBatch.from_plans([sc.plan])
+    changes = [{}, {"inter": 2.0}, {"inter": 0.5}, {"inter": 10.0}]
+    together = probe_outcomes(ctx, b, changes)
+    for change, got in zip(changes, together, strict=True):
+        alone = outcome(scaled_context(ctx, **change), b)
+        assert got.comms == pytest.approx(alone.comms, rel=1e-12), change
+        assert got.step == pytest.approx(alone.step, rel=1e-12), change
+    # a faster network makes the measured all-reduce faster (the entries' bytes term scales)
+    assert together[1].comms < together[0].comms

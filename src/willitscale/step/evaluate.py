@@ -173,6 +173,15 @@ def _per_op(ctx, b, st, detail: bool) -> ComputeTimes:
                         attention=c.attention_fwd, kinds=kinds, ops=tuple(c.ops))
 
 
+def _moe_layers(ctx, st):
+    """MoE layers each stage column holds (the expert all-to-alls run on those only): a
+    dense-first model's dense layers sit on its first stages (:func:`stage_dense_layers`)."""
+    model = ctx.scenario.model
+    if model is None or not getattr(model, "dense_layers", 0):
+        return st.layers * ctx.terms.moe_layer_share
+    return st.layers - stage_dense_layers(model.dense_layers, model.layers, st.layers)
+
+
 def _per_op_kinds(c, runs, st, col):
     """The per-op split by op kind per column (detail only)."""
     k = c.kinds
@@ -224,7 +233,7 @@ def _traffic(ctx, b, st, comp, params, places, L):
     out["cp"] = context_traffic(block_bytes=block, cp=b.cp, layers=st.layers, full_recompute=full,
                                 lines_p2p=L["cp"], attention_seconds=comp.attention)
     out["ep"] = expert_traffic(tokens=st.tokens, tp=b.tp, top_k=max(t.top_k, 1), hidden=t.hidden,
-                               layers=st.layers * t.moe_layer_share, full_recompute=full, lines_a2a=L["ep"],
+                               layers=_moe_layers(ctx, st), full_recompute=full, lines_a2a=L["ep"],
                                element=element)
     out["pp"], out["ppgather"] = send_traffic(tokens=st.tokens, hidden=t.hidden, tp=b.tp, pp=b.pp,
                              sequence_parallel=b.sequence_parallel, interleaved=b.interleaved,

@@ -11,8 +11,9 @@ back:
   parallelism);
 * forward: dispatch and combine, 2 all-to-alls; backward: 2 more; full recomputation: 2 more.
 
-Only MoE layers exchange tokens: a stage's layers are weighted by the model's share of MoE
-layers (DeepSeek-V3: 58 of 61; its dense-first layers counted as the mean layer).
+Only MoE layers exchange tokens: each stage counts the MoE layers it holds (DeepSeek-V3's 3
+dense-first layers sit on the first stage, so it holds 3 fewer;
+:func:`~willitscale.workload.stages.stage_dense_layers`).
 The experts cannot start before their tokens arrive, so the all-to-alls are on the critical
 path (no overlap modelled). Dropless routing with perfect balance: no capacity padding.
 """

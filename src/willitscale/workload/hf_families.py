@@ -101,7 +101,19 @@ def _qwen_moe_layers(t: Table, layers: int) -> int:
     step = t.int("decoder_sparse_step", 1, min=1)
     only = set(_int_list(t, "mlp_only_layers"))
     sparse = [i for i in range(layers) if i not in only and (i + 1) % step == 0]
+    _dense_first(t, layers, sparse, "decoder_sparse_step / mlp_only_layers")
     return layers - len(sparse)
+
+
+def _dense_first(t: Table, layers: int, sparse: list[int], keys: str) -> None:
+    """The model places dense layers first (a dense prefix, then MoE layers: every config in
+    the supported releases); dense layers elsewhere would be counted per stage as if they came
+    first, so they are refused rather than misplaced."""
+    if sparse and sparse != list(range(layers - len(sparse), layers)):
+        dense = [i for i in range(layers) if i not in set(sparse)]
+        raise ConfigError(f"{t.where}: {keys}", f"dense layers {dense[:8]}{' ...' if len(dense) > 8 else ''}",
+                          "dense layers only before the MoE layers (the first k layers dense); "
+                          "interleaved dense and MoE layers are not modelled")
 
 
 def _qwen_moe(t: Table, llama_like, *, shared: bool) -> dict[str, Any]:
@@ -127,7 +139,9 @@ def _deepseek(t: Table, llama_like) -> dict[str, Any]:
     routed = _optional_int(t, "n_routed_experts")
     first = t.int("first_k_dense_replace", 0, min=0)
     freq = t.int("moe_layer_freq", 1, min=1)
-    moe_layers = sum(1 for i in range(layers) if i >= first and i % freq == 0) if routed else 0
+    sparse = [i for i in range(layers) if i >= first and i % freq == 0] if routed else []
+    _dense_first(t, layers, sparse, "first_k_dense_replace / moe_layer_freq")
+    moe_layers = len(sparse)
     shape |= dict(kv_heads=heads, head_dim=nope + rope, v_head_dim=t.int("v_head_dim", min=1),
                   q_lora_rank=_optional_int(t, "q_lora_rank"),
                   kv_lora_rank=t.int("kv_lora_rank", min=1), rope_head_dim=rope,
