@@ -185,3 +185,20 @@ def test_probes_over_measured_collective_entries_equal_one_run_each(collectives,
         assert got.step == pytest.approx(alone.step, rel=1e-12), change
     # a faster network makes the measured all-reduce faster (the entries' bytes term scales)
     assert together[1].comms < together[0].comms
+
+
+@pytest.mark.parametrize("settings", [
+    {"model": "llama2-7b", "preset": "dgx-h100", "nodes": 4, "tp": 2, "pp": 2, "dp": 8,
+     "global_batch": 256, "micro_batch": 1, "seq_len": 2048},
+    {"model": "gpt2-xl", "preset": "dgx-h100", "nodes": 4, "micro_batch": 4},
+])
+def test_probes_on_a_simulated_fabric_equal_one_run_each(settings):
+    # --network flow: the rows of one pass (per-row link scales under the fabric's per-group
+    # slowdown) equal a context scaled for each probe alone
+    sc = build_scenario({**settings, "network": "flow", "topology": "fat-tree", "oversubscription": 4})
+    ctx = make_context(sc)
+    b = PlanBatch.from_plans([sc.plan])
+    changes = [{}, {"inter": 2.0}, {"inter": 0.5}, {"intra": 3.0}, {"inter": 10.0, "intra": 2.0}]
+    for change, got in zip(changes, probe_outcomes(ctx, b, changes), strict=True):
+        alone = outcome(scaled_context(ctx, **change), b)
+        assert (got.step, got.comms) == pytest.approx((alone.step, alone.comms), rel=1e-12), change

@@ -42,7 +42,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from willitscale.step.evaluate import run
-from willitscale.step.network import AnalyticNetwork
 from willitscale.topology.placement import group_placement
 
 __all__ = ["EXPOSED_SHARE_LIMIT", "LEVEL_RESOURCE", "BANDWIDTH_RANGE", "BANDWIDTH_RTOL", "Outcome",
@@ -139,9 +138,11 @@ def outcomes(ctx, batch, r, rows) -> list[Outcome]:
 def probe_context(ctx, changes):
     """``ctx`` whose links take row ``i`` of a batch ``changes[i]`` times faster (a dict level ->
     factor, as :func:`scaled_context` takes; ``{}``: as they are), or None when the changes
-    cannot be rows of one pass: a measured all-reduce's factor, a simulated fabric
-    (``--network flow``), or links already scaled per plan."""
-    if (not isinstance(ctx.network, AnalyticNetwork | None) or ctx.links.plan_scale is not None
+    cannot be rows of one pass: a measured all-reduce's factor, or links already scaled per
+    plan. A simulated fabric (``--network flow``) takes them as rows too: its slowdown per group
+    geometry does not change with the links' speed (docs/fabric.md), so each row is the
+    analytic lines at that row's scale times the same slowdown."""
+    if (ctx.links.plan_scale is not None
             or any(set(c) - {"intra", "inter"} for c in changes)):
         return None
     links = ctx.links.with_plan_scale([c.get("intra", 1.0) for c in changes],
