@@ -199,8 +199,12 @@ def line_time(lines: CollectiveLines, size, *, with_choice: bool = False):
 
 
 def take_lines(lines: CollectiveLines, rows) -> CollectiveLines:
-    """The lines of some plans (an index array or mask)."""
-    return replace(lines, geometry=lines.rows_of_plans()[rows])
+    """The lines of some plans (an index array or mask); ``lines`` itself when ``rows`` takes
+    every plan in order."""
+    r = np.asarray(rows)
+    if r.dtype.kind in "iu" and r.size == lines.plans and np.array_equal(r, np.arange(r.size)):
+        return lines
+    return replace(lines, geometry=lines.rows_of_plans()[r])
 
 
 def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLines:
@@ -277,6 +281,14 @@ def with_contention(lines: CollectiveLines, factor) -> CollectiveLines:
 
 
 def pair_time(lines_a: CollectiveLines, size_a, lines_b: CollectiveLines, size_b):
-    """Time of two collectives of per-column sizes, skipping empty ones."""
-    a = np.where(size_a > 0, line_time(lines_a, size_a), 0.0)
-    return a + np.where(size_b > 0, line_time(lines_b, size_b), 0.0)
+    """Time of two collectives of per-column sizes, skipping empty ones (a side with no
+    positive size is not evaluated at all: its time is 0 everywhere)."""
+    return _where_positive(lines_a, size_a) + _where_positive(lines_b, size_b)
+
+
+def _where_positive(lines: CollectiveLines, size):
+    """``line_time(lines, size)`` where ``size > 0``, else 0."""
+    positive = np.asarray(size) > 0
+    if not positive.any():
+        return np.zeros(positive.shape)
+    return np.where(positive, line_time(lines, size), 0.0)

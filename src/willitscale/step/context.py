@@ -44,7 +44,8 @@ def context_traffic(*, block_bytes, cp, layers, full_recompute, lines_p2p,
     ``attention_seconds`` is one layer's forward attention core time per micro-batch, (plans,).
     """
     steps = np.maximum(np.asarray(cp, dtype=float) - 1.0, 0.0)
-    ring = steps * line_time(lines_p2p, block_bytes)  # one layer, forward, (plans,)
+    # one layer, forward, (plans,); not evaluated when no plan passes a block (cp = 1 only)
+    ring = steps * line_time(lines_p2p, block_bytes) if steps.any() else np.zeros_like(steps)
     full = np.asarray(full_recompute, dtype=float)
     attn = np.asarray(attention_seconds, dtype=float)
     fwd_layer, bwd_layer = ring, (2.0 + full) * ring

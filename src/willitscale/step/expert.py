@@ -34,7 +34,8 @@ def expert_traffic(*, tokens, tp, top_k: int, hidden: int, layers, full_recomput
     """Token all-to-alls per micro-batch (arrays ``(plans, 3)``); zero for dense models."""
     size = (np.asarray(tokens, dtype=float) / np.asarray(tp, dtype=float)
             * top_k * hidden * element)
-    one = line_time(lines_a2a, size)  # (plans,)
+    # (plans,); not evaluated when no stage holds a MoE layer (every term below is 0 then)
+    one = line_time(lines_a2a, size) if np.any(layers) else np.zeros(size.shape)
     full = np.asarray(full_recompute, dtype=float)
     n_fwd, n_bwd = 2.0 * layers, (2.0 + 2.0 * full)[:, None] * layers
     active = (one > 0)[:, None]

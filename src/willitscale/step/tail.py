@@ -104,6 +104,8 @@ def expert_share(ready, duration, expert_duration, end_of_backward: float) -> tu
     own row, over its own group."""
 
     duration = np.asarray(duration, dtype=float)
+    if not np.any(expert_duration):  # no expert group: nothing of the schedule is theirs
+        return 0.0, 0.0
     start, end = comm_schedule(ready, duration)
     late = np.maximum(0.0, end - np.maximum(start, end_of_backward))
     share = np.divide(np.asarray(expert_duration, dtype=float), duration,
@@ -144,7 +146,7 @@ def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *,
     t = ctx.terms
     emb_bytes = t.token_embedding / b.tp * ctx.grad_bytes
     tied = (b.pp >= 2) & t.tied & t.has_shape
-    emb_ar = np.where(tied, line_time(L["emb"], emb_bytes), 0.0)
+    emb_ar = np.where(tied, line_time(L["emb"], emb_bytes), 0.0) if tied.any() else np.zeros(len(b))
     p = b.pp.astype(float)
     slack = np.stack([0.0 * p, bwd_k[:, 0], bwd_k[:, 0] + np.maximum(p - 2, 0.0) * bwd_k[:, 1]], axis=-1)
     ends = exposed + emb_ar[:, None] * np.array([1.0, 0.0, 1.0]) - slack
@@ -152,12 +154,14 @@ def gradient_tail(ctx, b, st, params, places, L, fwd_k, bwd_k, *,
     tail_col = np.argmax(ends, axis=-1)
     tail = np.maximum(0.0, np.take_along_axis(ends, tail_col[:, None], axis=-1)[:, 0])
     dense, expert, _ = params
-    ag = pair_time(L["shard_ag"], dense * WEIGHT_BYTES, L["eshard_ag"], expert * WEIGHT_BYTES)
-    ag_exp = np.where(((b.zero == 1) | (b.zero == 2))[:, None],
-                      param_gather_exposed(ag, fwd_k * window, st.layers), 0.0)
+    zero12 = (b.zero == 1) | (b.zero == 2)
+    if zero12.any():
+        ag = pair_time(L["shard_ag"], dense * WEIGHT_BYTES, L["eshard_ag"], expert * WEIGHT_BYTES)
+        ag_exp = np.where(zero12[:, None], param_gather_exposed(ag, fwd_k * window, st.layers), 0.0)
+    else:  # no plan gathers its weights after the step: every term below is masked to 0
+        ag = ag_exp = np.zeros_like(dense)
     ag_exp = np.where(st.active, ag_exp, 0.0)
     ag_col = np.argmax(ag_exp, axis=-1)
-    zero12 = (b.zero == 1) | (b.zero == 2)
     return GradientTail(
         total=total, exposed=exposed, hidden=hidden, slowdown=slowdown,
         extra=np.max(np.where(st.active, extra, 0.0), -1), tail=tail, tail_col=tail_col,

@@ -87,8 +87,12 @@ def tensor_traffic(*, tokens, hidden: int, layers, emb, head, full_recompute, se
     the LM head, per micro-batch and column (see the module docstring)."""
     size = np.asarray(tokens, dtype=float) * hidden * element
     sp = np.asarray(sequence_parallel, dtype=bool)[:, None]
-    ar = line_time(lines_ar, size)[:, None]
-    rs, ag = line_time(lines_rs, size)[:, None], line_time(lines_ag, size)[:, None]
+    # each plan uses either the all-reduce or (sequence parallel) the reduce-scatter + all-gather:
+    # a side no plan uses is not evaluated (every use below is masked by ``sp``)
+    unused = np.zeros((size.shape[0], 1))
+    ar = line_time(lines_ar, size)[:, None] if not sp.all() else unused
+    rs, ag = ((line_time(lines_rs, size)[:, None], line_time(lines_ag, size)[:, None])
+              if sp.any() else (unused, unused))
     unit = np.where(sp, rs + ag, ar)  # one all-reduce, or its reduce-scatter + all-gather
     full = np.asarray(full_recompute, dtype=float)[:, None]
     n_fwd = 2.0 * layers + emb
