@@ -7,7 +7,7 @@ the modules they call.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from types import SimpleNamespace
 
@@ -309,7 +309,25 @@ def _linear_params(ctx, b, st, layer):
     return st.layers * (layer - ctx.layer_fixed) + st.head * head[:, None]
 
 
+#: every column of a batch: the memory depends on most of them
+_ALL_COLUMNS = tuple(f.name for f in fields(PlanBatch))
+
+
 def _memory(ctx, b, st, params, places):
+    """:func:`_stage_memory`, kept on the context for small batches: it reads the scenario,
+    the memory settings, the model terms (``params`` and ``st`` come from them and the batch)
+    and the placements (the batch and the GPUs per node); the value holds the objects whose
+    ids key it, so no id is reused while the entry lives."""
+    key = batch_key(b, _ALL_COLUMNS)
+    if key is None:
+        return _stage_memory(ctx, b, st, params, places)
+    key = ("memory", id(ctx.scenario), id(ctx.memory), id(ctx.terms), ctx.layer_fixed,
+           ctx.expert_share, ctx.links.gpus_per_node, key)
+    return memo(ctx, key, lambda: (ctx.scenario, ctx.memory, ctx.terms,
+                                   _stage_memory(ctx, b, st, params, places)))[-1]
+
+
+def _stage_memory(ctx, b, st, params, places):
     dense, expert, layer = params
     flight = in_flight(b.pp, st.m, b.gpipe, b.interleaved, b.virtual_stages)
     return stage_memory(scenario=ctx.scenario, batch=b, settings=ctx.memory,
