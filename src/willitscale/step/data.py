@@ -130,7 +130,7 @@ def stage_buckets(model, seq_len: int, flash: bool, key: StageKey, params: float
 
 def bucket_tail(*, dense_bytes, expert_bytes, ready_fraction, backward, overlap: bool,
                 dense_lines, expert_lines, replica_lines=None, shard=None, measured=None,
-                schedule: bool = False, slowdown: float = 0.0, counts=None):
+                schedule: bool = False, slowdown: float = 0.0, counts=None, dense_time=None):
     """``(total, exposed, stretch)`` seconds of one stage's bucket collectives for rows of plans.
 
     ``dense_bytes``, ``expert_bytes``, ``ready_fraction`` and ``counts`` are per bucket, shape
@@ -139,7 +139,8 @@ def bucket_tail(*, dense_bytes, expert_bytes, ready_fraction, backward, overlap:
     end time). ``backward`` (rows,) is the last micro-batch's backward on the stage; ``*_lines``
     are the rows' collective lines (dense group, expert group, and with hybrid sharding the all-reduce
     of each shard, ``1/shard`` of the bytes, across nodes). ``measured = (seconds, bytes)``
-    scales a measured all-reduce instead (``bytes`` a number or one per row). ``counts`` (per bucket, default 1) stands for that many
+    scales a measured all-reduce instead (``bytes`` a number or one per row). ``dense_time``:
+    ``line_time(dense_lines, dense_bytes / counts)`` when the caller has it already. ``counts`` (per bucket, default 1) stands for that many
     identical buckets in a row: a bucket's time is ``count x time(bytes / count)``.
 
     The overlap slowdown: compute running beside NCCL kernels is ``slowdown`` s slower per s of
@@ -160,7 +161,8 @@ def bucket_tail(*, dense_bytes, expert_bytes, ready_fraction, backward, overlap:
         size = np.asarray(size, dtype=float).reshape(-1, 1)
         duration = np.broadcast_to(seconds * (d + e) / size, (len(backward), d.shape[1]))
     else:
-        duration = np.where(d > 0, k * line_time(dense_lines, d / k), 0.0)
+        dense_time = line_time(dense_lines, d / k) if dense_time is None else dense_time
+        duration = np.where(d > 0, k * dense_time, 0.0)
         if np.any(e > 0):
             expert_duration = np.where(e > 0, k * line_time(expert_lines, e / k), 0.0)
             duration = duration + expert_duration

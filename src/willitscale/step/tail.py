@@ -28,13 +28,17 @@ forward reaches chunk ``j``: it hides behind ``min(m, p)`` micro-batches' forwar
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 
 from willitscale.collectives.lines import line_time, pair_time, select_lines, take_lines
 from willitscale.memory.state import WEIGHT_BYTES
+from willitscale.scenario.batch import PlanBatch
 from willitscale.step.buckets import comm_schedule
 from willitscale.step.data import bucket_tail, stage_buckets
 from willitscale.step.detail import GradientTail
+from willitscale.step.engine import batch_key, memo
 from willitscale.step.sharding import param_gather_exposed
 
 __all__ = ["gradient_tail", "expert_share", "sync_window"]
@@ -57,6 +61,50 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
     hybrid = b.shard_node & (b.zero >= 1)
     measured = sc.measured.allreduce_time
     schedule, experts = {}, {}
+    groups = _stage_groups(ctx, b, st, params)
+    dense_times = _dense_times(sync, groups, n)
+    for (k, key, rows, d, e, frac, counts), dense_time in zip(groups, dense_times):
+        meas = (measured, sc.measured.allreduce_size or float(np.sum(d + e))) if key[7] else None
+        any_hybrid = bool(np.any(hybrid[rows]))
+        out = bucket_tail(
+            dense_bytes=d, expert_bytes=e, ready_fraction=frac, backward=bwd_k[rows, k],
+            overlap=sc.ddp.overlap, dense_lines=take_lines(sync, rows),
+            expert_lines=take_lines(esync, rows),
+            replica_lines=take_lines(L["replica"], rows) if any_hybrid else None,
+            shard=np.maximum(shard[rows], 1.0), measured=meas,
+            schedule=detail and rows[0] == 0, slowdown=sc.ddp.overlap_slowdown, counts=counts,
+            dense_time=dense_time)
+        total[rows, k], exposed[rows, k], stretch[rows, k] = out[0], out[1], out[2]
+        if len(out) == 6:
+            schedule[k] = (d + e, out[3][0], out[4][0], counts, out[2][0])
+            experts[k] = expert_share(out[3][0], out[4][0], out[5][0],
+                                      float(bwd_k[rows[0], k] + out[2][0]))
+    return total, exposed, stretch, schedule, experts
+
+
+#: every column of a batch (the stage groups read most of them through ``st`` and ``params``)
+_ALL_COLUMNS = tuple(f.name for f in fields(PlanBatch))
+
+
+def _stage_groups(ctx, b, st, params):
+    """``(column, key, rows, dense bytes, expert bytes, ready fraction, counts)`` per stage
+    column and distinct stage layout (:func:`~willitscale.step.data.stage_buckets`), kept on
+    the context for small batches: they read the scenario, the model terms (``st`` and
+    ``params`` come from them and the batch) and the gradient bytes; the value holds the
+    objects whose ids key it, so no id is reused while the entry lives."""
+    key = batch_key(b, _ALL_COLUMNS)
+    if key is None:
+        return _grouped_stages(ctx, b, st, params)
+    key = ("stage groups", id(ctx.scenario), id(ctx.terms), ctx.grad_bytes, ctx.layer_fixed,
+           ctx.expert_share, key)
+    return memo(ctx, key, lambda: (ctx.scenario, ctx.terms,
+                                   _grouped_stages(ctx, b, st, params)))[-1]
+
+
+def _grouped_stages(ctx, b, st, params):
+    sc = ctx.scenario
+    measured = sc.measured.allreduce_time
+    out = []
     for k in range(3):
         col = np.nonzero(st.active[:, k] & (b.zero < 3))[0]
         if col.size == 0:
@@ -68,21 +116,33 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
             d, e, frac, counts = stage_buckets(
                 sc.model, sc.seq_len, sc.options.flash_attention, tuple(int(x) for x in key[:7]),
                 float(params[0][rows[0], k]), ctx.grad_bytes, sc.ddp.first_bucket, sc.ddp.bucket_cap)
-            meas = (measured, sc.measured.allreduce_size or float(np.sum(d + e))) if key[7] else None
-            any_hybrid = bool(np.any(hybrid[rows]))
-            out = bucket_tail(
-                dense_bytes=d, expert_bytes=e, ready_fraction=frac, backward=bwd_k[rows, k],
-                overlap=sc.ddp.overlap, dense_lines=take_lines(sync, rows),
-                expert_lines=take_lines(esync, rows),
-                replica_lines=take_lines(L["replica"], rows) if any_hybrid else None,
-                shard=np.maximum(shard[rows], 1.0), measured=meas,
-                schedule=detail and rows[0] == 0, slowdown=sc.ddp.overlap_slowdown, counts=counts)
-            total[rows, k], exposed[rows, k], stretch[rows, k] = out[0], out[1], out[2]
-            if len(out) == 6:
-                schedule[k] = (d + e, out[3][0], out[4][0], counts, out[2][0])
-                experts[k] = expert_share(out[3][0], out[4][0], out[5][0],
-                                          float(bwd_k[rows[0], k] + out[2][0]))
-    return total, exposed, stretch, schedule, experts
+            out.append((k, key, rows, d, e, frac, counts))
+    return tuple(out)
+
+
+def _dense_times(sync, groups, n: int) -> list:
+    """For a batch of one plan, ``line_time(sync, dense bytes / count)`` of every group's
+    buckets in one evaluation (the time of each (size, plan) element is its own, so joining the
+    groups' sizes changes no value); None per group otherwise (:func:`bucket_tail` times them)."""
+    times = [None] * len(groups)
+    if n != 1:
+        return times
+    timed = [i for i, g in enumerate(groups) if not g[1][7] and np.size(g[3])]
+    if len(timed) < 2:
+        return times
+    sizes = [np.atleast_2d(_per_bucket(groups[i][3], groups[i][6])) for i in timed]
+    joined = line_time(sync, np.concatenate(sizes, axis=-1))
+    for i, part in zip(timed, np.split(joined, np.cumsum([x.shape[-1] for x in sizes])[:-1], axis=-1)):
+        times[i] = part
+    return times
+
+
+def _per_bucket(dense_bytes, counts):
+    """One bucket's bytes in each run of ``counts`` identical buckets (as :func:`bucket_tail`)."""
+    d = np.atleast_2d(np.asarray(dense_bytes, dtype=float))
+    k = (np.ones_like(d) if counts is None
+         else np.maximum(np.atleast_2d(np.asarray(counts, dtype=float)), 1.0))
+    return d / k
 
 
 def _either(mask, a, b):
