@@ -194,8 +194,12 @@ def _per_op_kinds(c, runs, st, col):
             "recompute": {n: layer("layer_recompute", n) * st.share for n in k["layer_bwd"]}}
 
 
+#: the batch columns the placements read (:func:`_placed`)
+_PLACE_COLUMNS = ("tp", "cp", "ep", "dp", "pp", "shard_node", "zero")
+
+
 def _places(ctx, b):
-    key = batch_key(b, ("tp", "cp", "ep", "dp", "pp", "shard_node", "zero"))
+    key = batch_key(b, _PLACE_COLUMNS)
     g, order = ctx.links.gpus_per_node, ctx.scenario.options.rank_order
     return memo(ctx, None if key is None else ("places", g, order, key),
                 lambda: _placed(ctx, b))
@@ -212,8 +216,18 @@ def _placed(ctx, b):
 
 
 def _lines(ctx, b, places):
-    """Every group's lines from the context's network (:mod:`willitscale.step.network`)."""
-    return (ctx.network or AnalyticNetwork()).lines(ctx, b, places)
+    """Every group's lines from the context's network (:mod:`willitscale.step.network`); the
+    analytic network's kept on the context for small batches: they read the links and the
+    placements (the batch's placement columns, the GPUs per node, the rank order); the value
+    holds the links, whose id keys it."""
+    if ctx.network is not None:
+        return ctx.network.lines(ctx, b, places)
+    key = batch_key(b, _PLACE_COLUMNS)
+    if key is None:
+        return AnalyticNetwork().lines(ctx, b, places)
+    key = ("analytic lines", id(ctx.links), ctx.links.gpus_per_node,
+           ctx.scenario.options.rank_order, key)
+    return memo(ctx, key, lambda: (ctx.links, AnalyticNetwork().lines(ctx, b, places)))[-1]
 
 
 def _traffic(ctx, b, st, comp, params, places, L):
