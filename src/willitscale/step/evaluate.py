@@ -220,7 +220,7 @@ def _lines(ctx, b, places):
     analytic network's kept on the context for small batches: they read the links and the
     placements (the batch's placement columns, the GPUs per node, the rank order); the value
     holds the links, whose id keys it."""
-    if ctx.network is not None:
+    if ctx.network is not None and type(ctx.network) is not AnalyticNetwork:
         return ctx.network.lines(ctx, b, places)
     key = batch_key(b, _PLACE_COLUMNS)
     if key is None:
