@@ -12,6 +12,8 @@ is evaluated in, nor on what the context already holds.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -74,3 +76,34 @@ def test_a_plan_alone_equals_its_row_of_a_big_mixed_batch(base, plans):
             for name, value in alone.items():
                 assert np.array_equal(np.asarray(value)[0], np.asarray(rows[name])[i],
                                       equal_nan=True), (plans[i], attempt, name)
+
+
+# data parallel only (--params), TP + PP + DP, ZeRO-3 with hybrid sharding, MoE with expert
+# parallelism, context parallelism, and --network flow on a small oversubscribed fat-tree
+ESTIMATES = {
+    "dp only": {"params": 1.3e9, "gpu": "a100-80gb", "nodes": 4, "gpus_per_node": 8, "dp": 32,
+                "micro_batch": 1, "global_batch": 128, "seq_len": 2048},
+    "tp pp dp": {"model": "gpt3-175b", "gpu": "a100-80gb", "nodes": 64, "gpus_per_node": 8,
+                 "tp": 8, "pp": 8, "dp": 8, "global_batch": 512, "seq_len": 2048,
+                 "recompute": "full"},
+    "zero-3 hybrid": {**DENSE, "dp": 32, "zero": 3, "shard_scope": "node", "global_batch": 64},
+    "moe ep": {**MOE, "tp": 2, "pp": 2, "dp": 8, "ep": 4, "zero": 1, "global_batch": 64},
+    "cp": {**DENSE, "tp": 2, "cp": 4, "dp": 4, "seq_len": 32768, "global_batch": 16,
+           "sequence_parallel": True},
+    "flow fat-tree": {**DENSE, "tp": 2, "pp": 2, "dp": 8, "zero": 1, "global_batch": 64,
+                      "seq_len": 2048, "network": "flow", "topology": "fat-tree",
+                      "oversubscription": 4},
+}
+
+
+@pytest.mark.parametrize("name", list(ESTIMATES))
+def test_an_estimate_with_nothing_kept_on_its_context_is_the_same(name, monkeypatch):
+    """The memo keys name every input: ``estimate()`` (its fit, probes and fixes run the engine
+    on contexts that share one memo, with scaled links) gives the same JSON, byte for byte,
+    when no batch is small enough to be kept."""
+    import willitscale.step.engine as engine
+    from willitscale.estimation.estimate import estimate
+
+    kept = json.dumps(estimate(build_scenario(ESTIMATES[name])).to_json())
+    monkeypatch.setattr(engine, "MEMO_PLANS", 0)
+    assert json.dumps(estimate(build_scenario(ESTIMATES[name])).to_json()) == kept
