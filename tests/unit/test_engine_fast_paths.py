@@ -4,7 +4,8 @@ A batch of one plan on a kept context takes the engine's short cuts: its pure pa
 ``Context.memo`` (memory, the gradient tail's stage groups, placements, per-op costs), every
 stage column's gradient buckets timed in one line evaluation, and collectives no plan uses not
 evaluated at all. A batch of more than ``MEMO_PLANS`` mixed plans takes none of them (nothing
-kept, each stage column timed on its own, every collective evaluated for some plan). Each plan
+kept, each stage column timed on its own, every collective evaluated for some plan, no group
+of one rank alone in its lines). Each plan
 alone, on a fresh context and again on the same context (from the memo), must equal its row of
 the big batch exactly: the invariant is that a plan's numbers do not depend on the company it
 is evaluated in, nor on what the context already holds.
@@ -42,6 +43,7 @@ MOE_PLANS = [
     {"tp": 2, "pp": 2, "dp": 8, "ep": 4, "global_batch": 64, "zero": 1},
     {"tp": 2, "dp": 16, "ep": 8, "global_batch": 64},
     {"tp": 4, "pp": 2, "dp": 4, "ep": 2, "global_batch": 32, "zero": 3},
+    {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32, "zero": 1},  # ep 1: all-to-alls of one rank
 ]
 
 

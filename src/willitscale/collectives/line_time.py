@@ -182,6 +182,11 @@ def line_time(lines: CollectiveLines, size, *, with_choice: bool = False):
         s = np.full(lines.plans, float(s))
     plan_rows = lines.rows_of_plans().reshape((-1,) + (1,) * max(s.ndim - 1, 0))
     shape = np.broadcast_shapes(plan_rows.shape, s.shape)
+    if lines.measured is None and not lines.intercept.any() and not lines.slope.any():
+        # every candidate costs nothing (a group of one rank): each element is 0, the first
+        # column chosen, as the general evaluation gives (every term is a multiple of 0)
+        time = np.zeros(shape)
+        return (time, np.zeros(shape, dtype=np.intp)) if with_choice else time
     if np.prod(shape) <= _SMALL:  # a few elements: each evaluated, no search for repeats
         rows, sizes = np.broadcast_arrays(plan_rows, s)
         time, index = _evaluate(lines, rows.ravel(), sizes.ravel())
