@@ -62,8 +62,8 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
     measured = sc.measured.allreduce_time
     schedule, experts = {}, {}
     groups = _stage_groups(ctx, b, st, params)
-    dense_times = _dense_times(sync, groups, n)
-    for (k, key, rows, d, e, frac, counts), dense_time in zip(groups, dense_times):
+    dense_times = _dense_times(sync, groups)
+    for (k, key, rows, d, e, frac, counts), dense_time in zip(groups[0], dense_times):
         meas = (measured, sc.measured.allreduce_size or float(np.sum(d + e))) if key[7] else None
         any_hybrid = bool(np.any(hybrid[rows]))
         out = bucket_tail(
@@ -88,7 +88,8 @@ _ALL_COLUMNS = tuple(f.name for f in fields(PlanBatch))
 
 def _stage_groups(ctx, b, st, params):
     """``(column, key, rows, dense bytes, expert bytes, ready fraction, counts)`` per stage
-    column and distinct stage layout (:func:`~willitscale.step.data.stage_buckets`), kept on
+    column and distinct stage layout (:func:`~willitscale.step.data.stage_buckets`), and their
+    sizes joined for one evaluation (:func:`_joint_sizes`), kept on
     the context for small batches: they read the scenario, the model terms (``st`` and
     ``params`` come from them and the batch) and the gradient bytes; the value holds the
     objects whose ids key it, so no id is reused while the entry lives."""
@@ -117,24 +118,35 @@ def _grouped_stages(ctx, b, st, params):
                 sc.model, sc.seq_len, sc.options.flash_attention, tuple(int(x) for x in key[:7]),
                 float(params[0][rows[0], k]), ctx.grad_bytes, sc.ddp.first_bucket, sc.ddp.bucket_cap)
             out.append((k, key, rows, d, e, frac, counts))
-    return tuple(out)
+    return tuple(out), _joint_sizes(out, len(b))
 
 
-def _dense_times(sync, groups, n: int) -> list:
+def _dense_times(sync, groups) -> list:
     """For a batch of one plan, ``line_time(sync, dense bytes / count)`` of every group's
     buckets in one evaluation (the time of each (size, plan) element is its own, so joining the
     groups' sizes changes no value); None per group otherwise (:func:`bucket_tail` times them)."""
+    groups, joint = groups
     times = [None] * len(groups)
-    if n != 1:
+    if joint is None:
         return times
-    timed = [i for i, g in enumerate(groups) if not g[1][7] and np.size(g[3])]
-    if len(timed) < 2:
-        return times
-    sizes = [np.atleast_2d(_per_bucket(groups[i][3], groups[i][6])) for i in timed]
-    joined = line_time(sync, np.concatenate(sizes, axis=-1))
-    for i, part in zip(timed, np.split(joined, np.cumsum([x.shape[-1] for x in sizes])[:-1], axis=-1)):
-        times[i] = part
+    joined, spans = joint
+    time = line_time(sync, joined)
+    for i, a, z in spans:
+        times[i] = time[:, a:z]
     return times
+
+
+def _joint_sizes(groups, n: int):
+    """``(joined sizes (1, buckets), (group, start, end) spans)`` of the groups whose dense
+    buckets :func:`_dense_times` times together: a batch of one plan with two or more such
+    groups (not a measured all-reduce's); None otherwise."""
+    timed = [i for i, g in enumerate(groups) if not g[1][7] and np.size(g[3])]
+    if n != 1 or len(timed) < 2:
+        return None
+    sizes = [np.atleast_2d(_per_bucket(groups[i][3], groups[i][6])) for i in timed]
+    ends = np.cumsum([x.shape[-1] for x in sizes])
+    return (np.concatenate(sizes, axis=-1),
+            tuple((i, int(z - x.shape[-1]), int(z)) for i, x, z in zip(timed, sizes, ends)))
 
 
 def _per_bucket(dense_bytes, counts):
