@@ -30,7 +30,7 @@ forward and backward in proportion to executed FLOPs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 
 import numpy as np
@@ -43,6 +43,7 @@ from willitscale.memory.device import verdict_codes
 from willitscale.memory.frameworks import convention_table, state_bytes_table
 from willitscale.memory.stage import MemorySettings, StageMemory
 from willitscale.memory.state import get_convention
+from willitscale.scenario.batch import PlanBatch
 from willitscale.scenario.scenario import Scenario
 from willitscale.step.data import _layer_split
 from willitscale.step.detail import StepDetail
@@ -80,6 +81,11 @@ def memo(ctx, key, make):
             ctx.memo.clear()
         hit = ctx.memo[key] = make()
     return hit
+
+
+#: every column of a :class:`~willitscale.scenario.batch.PlanBatch` (a :func:`batch_key` of
+#: all of them keys a part that reads most of the plan)
+ALL_COLUMNS = tuple(f.name for f in fields(PlanBatch))
 
 
 def batch_key(batch, names) -> tuple | None:

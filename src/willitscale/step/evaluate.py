@@ -7,7 +7,7 @@ the modules they call.
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from types import SimpleNamespace
 
@@ -23,7 +23,7 @@ from willitscale.scenario.batch import PlanBatch
 from willitscale.step.assemble import assemble, optimizer_time_per_param
 from willitscale.step.context import context_traffic, kv_block_bytes
 from willitscale.step.detail import ComputeTimes, StepDetail
-from willitscale.step.engine import BatchResult, Context, batch_key, make_context, memo
+from willitscale.step.engine import ALL_COLUMNS, BatchResult, Context, batch_key, make_context, memo
 from willitscale.step.expert import expert_traffic
 from willitscale.step.network import AnalyticNetwork
 from willitscale.step.pipeline import in_flight, pipeline_time, send_traffic
@@ -323,16 +323,12 @@ def _linear_params(ctx, b, st, layer):
     return st.layers * (layer - ctx.layer_fixed) + st.head * head[:, None]
 
 
-#: every column of a batch: the memory depends on most of them
-_ALL_COLUMNS = tuple(f.name for f in fields(PlanBatch))
-
-
 def _memory(ctx, b, st, params, places):
     """:func:`_stage_memory`, kept on the context for small batches: it reads the scenario,
     the memory settings, the model terms (``params`` and ``st`` come from them and the batch)
     and the placements (the batch and the GPUs per node); the value holds the objects whose
     ids key it, so no id is reused while the entry lives."""
-    key = batch_key(b, _ALL_COLUMNS)
+    key = batch_key(b, ALL_COLUMNS)
     if key is None:
         return _stage_memory(ctx, b, st, params, places)
     key = ("memory", id(ctx.scenario), id(ctx.memory), id(ctx.terms), ctx.layer_fixed,

@@ -28,17 +28,14 @@ forward reaches chunk ``j``: it hides behind ``min(m, p)`` micro-batches' forwar
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 import numpy as np
 
 from willitscale.collectives.lines import line_time, pair_time, select_lines, take_lines
 from willitscale.memory.state import WEIGHT_BYTES
-from willitscale.scenario.batch import PlanBatch
 from willitscale.step.buckets import comm_schedule
 from willitscale.step.data import bucket_tail, stage_buckets
 from willitscale.step.detail import GradientTail
-from willitscale.step.engine import batch_key, memo
+from willitscale.step.engine import ALL_COLUMNS, batch_key, memo
 from willitscale.step.sharding import param_gather_exposed
 
 __all__ = ["gradient_tail", "expert_share", "sync_window"]
@@ -82,10 +79,6 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
     return total, exposed, stretch, schedule, experts
 
 
-#: every column of a batch (the stage groups read most of them through ``st`` and ``params``)
-_ALL_COLUMNS = tuple(f.name for f in fields(PlanBatch))
-
-
 def _stage_groups(ctx, b, st, params):
     """``(column, key, rows, dense bytes, expert bytes, ready fraction, counts)`` per stage
     column and distinct stage layout (:func:`~willitscale.step.data.stage_buckets`), and their
@@ -93,7 +86,7 @@ def _stage_groups(ctx, b, st, params):
     the context for small batches: they read the scenario, the model terms (``st`` and
     ``params`` come from them and the batch) and the gradient bytes; the value holds the
     objects whose ids key it, so no id is reused while the entry lives."""
-    key = batch_key(b, _ALL_COLUMNS)
+    key = batch_key(b, ALL_COLUMNS)
     if key is None:
         return _grouped_stages(ctx, b, st, params)
     key = ("stage groups", id(ctx.scenario), id(ctx.terms), ctx.grad_bytes, ctx.layer_fixed,
