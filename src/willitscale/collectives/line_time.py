@@ -31,6 +31,7 @@ thousands of plans costs a handful of evaluations.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -181,19 +182,20 @@ def line_time(lines: CollectiveLines, size, *, with_choice: bool = False):
     if s.ndim == 0:
         s = np.full(lines.plans, float(s))
     plan_rows = lines.rows_of_plans().reshape((-1,) + (1,) * max(s.ndim - 1, 0))
-    shape = np.broadcast_shapes(plan_rows.shape, s.shape)
+    same = plan_rows.shape == s.shape
+    shape = s.shape if same else np.broadcast_shapes(plan_rows.shape, s.shape)
     if lines.measured is None and not lines.intercept.any() and not lines.slope.any():
         # every candidate costs nothing (a group of one rank): each element is 0, the first
         # column chosen, as the general evaluation gives (every term is a multiple of 0)
         time = np.zeros(shape)
         return (time, np.zeros(shape, dtype=np.intp)) if with_choice else time
-    if np.prod(shape) <= _SMALL:  # a few elements: each evaluated, no search for repeats
-        rows, sizes = np.broadcast_arrays(plan_rows, s)
+    if math.prod(shape) <= _SMALL:  # a few elements: each evaluated, no search for repeats
+        rows, sizes = (plan_rows, s) if same else np.broadcast_arrays(plan_rows, s)
         time, index = _evaluate(lines, rows.ravel(), sizes.ravel())
         return (time.reshape(shape), index.reshape(shape)) if with_choice else time.reshape(shape)
     rows_u, rows_inv = np.unique(plan_rows, return_inverse=True)
     sizes_u, sizes_inv = np.unique(s, return_inverse=True)
-    if len(rows_u) * len(sizes_u) < np.prod(shape):  # each distinct (geometry, size) once
+    if len(rows_u) * len(sizes_u) < math.prod(shape):  # each distinct (geometry, size) once
         time, index = _evaluate(lines, np.repeat(rows_u, len(sizes_u)), np.tile(sizes_u, len(rows_u)))
         at = (rows_inv.reshape(plan_rows.shape) * len(sizes_u) + sizes_inv.reshape(s.shape))
     else:
