@@ -19,15 +19,17 @@ MEASURED = [r for r in WORKING if r.measured is not None]
 #: nvidia-smi readings under-predicted by more than 10%. nvidia-smi is predicted as the
 #: allocator's reserve x PyTorch's allocated peak + context + NCCL, the reserve of DeepSpeed's
 #: engine at ZeRO 0-2 fitted on its own rows (DEEPSPEED_RESERVED_RATIO = 1.161,
-#: validation/data/deepspeed_reserve.toml). These two read about 1.42 and 1.47 x our allocated
-#: peak after context and NCCL (the other eleven 1.10-1.29): -16.8% and -17.2%. What they hold
-#: beyond the model is not known (docs/memory.md section 6). Known, reported, not tuned away:
-#: each must keep failing until the model explains it (strict).
-UNDER_PREDICTED = {"bloom-search-200b-20nodes-bf16", "bigscience-tr8-104b-v100"}
+#: validation/data/deepspeed_reserve.toml), NCCL counting DeepSpeed's pipeline-engine
+#: communicators (memory.device.deepspeed_pipeline_groups). This one reads about 1.36 x our
+#: allocated peak after context and NCCL (the other twelve 1.06-1.31): -13.2%. What it holds
+#: beyond the model is not known (docs/memory.md section 6.1). Known, reported, not tuned away:
+#: it must keep failing until the model explains it (strict). bigscience-tr8-104b-v100, here
+#: before at -17.2%, is at -8.5% once the engine's communicators are counted.
+UNDER_PREDICTED = {"bloom-search-200b-20nodes-bf16"}
 
 #: published out-of-memory runs the model judges "fits": the BF16-optimizer 206B run (tp 4, pp 12,
-#: dp 8, mbs 2) is predicted at 63.5 GiB on nvidia-smi; its working sibling with 70 instead of
-#: 82 layers (bloom-search-176b-bf16opt-mbs2) measured 57.6 GiB and is predicted within 4%, so
+#: dp 8, mbs 2) is predicted at 65.4 GiB on nvidia-smi; its working sibling with 70 instead of
+#: 82 layers (bloom-search-176b-bf16opt-mbs2) measured 57.6 GiB and is predicted within 1%, so
 #: the OOM is not explained by the memory this model counts. It was "tight" only through the
 #: FSDP rows' 1.5x reserve, which over-predicted every DeepSpeed reading (strict xfail).
 OOM_JUDGED_FITS = {"oom-bloom-206b-dp8-tp4-pp12"}

@@ -11,6 +11,7 @@
   for two ranks, 688 MiB for more, measured on 4 A100s over NVLink (NVIDIA/nccl issue #964:
   "for group with only 2 devices, it requires 544 MB. And for group with more than 2 devices,
   it requires 688 MB"); "beyond 2 nodes it should no longer increase" (NVIDIA/nccl #986).
+  DeepSpeed's pipeline engine adds communicators of its own (:func:`deepspeed_pipeline_groups`).
 * **The caching allocator.** At an out-of-memory error part of what PyTorch reserved cannot
   hold the request (fragmentation): :data:`ALLOCATOR_MARGIN` of what is allocated, the largest
   share among the out-of-memory messages of language-model training in
@@ -44,7 +45,7 @@ from willitscale.memory.frameworks import DEEPSPEED
 
 __all__ = ["CUDA_CONTEXT_BYTES", "NCCL_PAIR_BYTES", "NCCL_GROUP_BYTES", "ALLOCATOR_MARGIN",
            "RESERVED_RATIO", "DEEPSPEED_RESERVED_RATIO", "VERDICTS", "nccl_bytes",
-           "reserved_ratio", "verdict_codes"]
+           "reserved_ratio", "verdict_codes", "deepspeed_pipeline_groups"]
 
 MIB = 2 ** 20
 GIB = 2 ** 30
@@ -74,6 +75,41 @@ def nccl_bytes(group_sizes) -> np.ndarray:
     sizes = np.asarray(group_sizes, dtype=float)
     per = np.where(sizes > 2, NCCL_GROUP_BYTES, np.where(sizes == 2, NCCL_PAIR_BYTES, 0.0))
     return per.sum(axis=-1)
+
+
+def deepspeed_pipeline_groups(framework, tp, pp, tied) -> np.ndarray:
+    """Sizes of the communicators DeepSpeed's pipeline engine adds on one GPU to those a
+    Megatron-style plan uses (tp, dp, pp, tied embeddings), stacked on the last axis (1: none).
+
+    From DeepSpeed @3293cf7 (v0.5.10, January 2022), Megatron-DeepSpeed's engine:
+    ``PipelineParallelGrid`` (``runtime/pipe/topology.py``) builds its own process groups beside
+    Megatron's (``dist.new_group``: a new NCCL communicator each, created on its first
+    collective), and the engine runs collectives on three of them every step:
+
+    * the model-parallel group, tp x pp ranks: ``CheckOverflow`` and ``get_grad_norm``
+      (``runtime/utils.py``) all-reduce over ``mpu.get_model_parallel_group()``, and the
+      pipeline engine's ``mpu`` is the grid (``deepspeed/__init__.py``: ``mpu=model.mpu()``);
+      ``PipelineEngine.__init__`` all-reduces the parameter count over it too;
+    * the slice group, tp ranks, when tp > 1: activations and their gradients cross stages
+      partitioned over tp and are all-gathered over ``get_slice_parallel_group()``
+      (``pipe/engine.py``: ``is_pipe_partitioned = is_model_parallel``);
+    * point-to-point: with torch >= 1.8 ``p2p.send``/``recv`` call ``dist.send``/``dist.recv``
+      (``pipe/p2p.py``, ``can_send_recv``), for which PyTorch's NCCL process group opens a
+      two-rank communicator per peer pair (``ProcessGroupNCCL.cpp`` ``getKeySendRecv``,
+      pytorch/pytorch @cf1380d): one pair on the first and last stage, two on the others.
+
+    The grid's pipe and data-parallel groups (loss broadcast, gradient all-reduce) stand in
+    for the pp and dp groups already counted. Per plan the worst stage is taken, as the tied
+    group is (``tied``: 2 where that two-rank group is counted, else 0): with pp > 2 an inner
+    stage's two pairs, or the first stage's one pair beside the tied group.
+    """
+    ds = (np.asarray(framework) == DEEPSPEED) & (np.asarray(pp) > 1)
+    tp, pp = np.asarray(tp, dtype=float), np.asarray(pp, dtype=float)
+    model = np.where(ds, tp * pp, 1.0)
+    slice_ = np.where(ds & (tp > 1), tp, 1.0)
+    pair_next = np.where(ds, 2.0, 1.0)
+    pair_prev = np.where(ds & (pp > 2) & (np.asarray(tied) != 2), 2.0, 1.0)
+    return np.stack(np.broadcast_arrays(model, slice_, pair_next, pair_prev), axis=-1)
 
 
 def reserved_ratio(framework, zero) -> np.ndarray:
