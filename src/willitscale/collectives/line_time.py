@@ -17,8 +17,7 @@ is the *achieved* time of :mod:`willitscale.collectives.nccl.run` for NCCL colum
 and the choice time itself for plain columns. Where ``measured`` holds a line for the (row,
 column) chosen (a calibration's ``[[collective]]`` entry, :mod:`willitscale.collectives.measured_lines`),
 the time is that line, ``a + b x S``, in place of the achieved time; the choice is unchanged (a
-measurement does not change what NCCL runs). Table rows marked ``affine`` (a simulated fabric's
-time for the group) take ``intercept + slope x S`` of their first column.
+measurement does not change what NCCL runs).
 
 ``contention`` (per table row and column, default 1) multiplies the bytes term ``T`` of the
 *achieved* time only: a simulated fabric's slowdown of the group's transfers
@@ -40,7 +39,7 @@ from willitscale.collectives.choice import DEFAULT_TOLERANCE
 from willitscale.collectives.nccl.tables import TREE_CORRECTION
 
 __all__ = ["CollectiveLines", "LineTerms", "line_time", "take_lines", "select_lines", "pair_time",
-           "affine_rows", "with_contention"]
+           "with_contention"]
 
 _CORRECTION = np.array([row + (1.0,) for row in TREE_CORRECTION], dtype=float)  # (3, 25)
 
@@ -84,7 +83,6 @@ class CollectiveLines:
     terms: LineTerms | None = None  #: None: plain lines (time = choice time)
     tolerance: float = DEFAULT_TOLERANCE
     geometry: np.ndarray | None = None  #: (plans,) table row of each plan
-    affine: np.ndarray | None = None  #: (rows,) rows timed by their first column's plain line
     #: (rows, columns) factor >= 1 on the achieved bytes term (a simulated fabric's slowdown of
     #: the candidate's traffic pattern); None: 1
     contention: np.ndarray | None = None
@@ -105,7 +103,6 @@ class CollectiveLines:
         return replace(self, plateau=np.full(shape, np.inf) if self.plateau is None else self.plateau,
                        plugin=np.zeros(shape) if self.plugin is None else self.plugin,
                        terms=LineTerms.plain(shape[1]) if self.terms is None else self.terms,
-                       affine=np.zeros(shape[0], dtype=bool) if self.affine is None else self.affine,
                        contention=np.ones(shape) if self.contention is None else self.contention,
                        measured=np.full(shape + (2,), np.nan) if self.measured is None else self.measured,
                        geometry=self.rows_of_plans())
@@ -148,11 +145,6 @@ def _evaluate(lines: CollectiveLines, rows: np.ndarray, s: np.ndarray):
         # a measurement on a quiet fabric, slowed by the simulated fabric's contention as the
         # model's bytes term is (the latency is not contended)
         time = np.where(np.isfinite(line[:, 0]), line[:, 0] + line[:, 1] * s * c, time)
-    if lines.affine is not None and lines.affine.any():
-        c0 = 1.0 if lines.contention is None else lines.contention[rows, 0]
-        plain = lines.intercept[rows, 0] + lines.slope[rows, 0] * s * c0
-        flat = lines.affine[rows]
-        time, index = np.where(flat, plain, time), np.where(flat, 0, index)
     return np.maximum(np.where(np.isfinite(time), time, 0.0), 0.0), index
 
 
@@ -223,12 +215,10 @@ def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLine
     geometry = np.where(m, a.rows_of_plans(), b.rows_of_plans() + n_a)
     if (a.algorithms == b.algorithms and a.terms is None and b.terms is None
             and a.measured is None and b.measured is None):
-        affine = None if a.affine is None and b.affine is None else np.concatenate([a.full().affine,
-                                                                                    b.full().affine])
         contention = None if a.contention is None and b.contention is None else np.vstack(
             [a.full().contention, b.full().contention])
         return replace(a, intercept=np.vstack([a.intercept, b.intercept]),
-                       slope=np.vstack([a.slope, b.slope]), geometry=geometry, affine=affine,
+                       slope=np.vstack([a.slope, b.slope]), geometry=geometry,
                        contention=contention)
     a, b = a.full(), b.full()
 
@@ -243,27 +233,9 @@ def select_lines(mask, a: CollectiveLines, b: CollectiveLines) -> CollectiveLine
         op=a.op, algorithms=a.algorithms + b.algorithms, tolerance=a.tolerance,
         intercept=block(a.intercept, b.intercept, np.inf), slope=block(a.slope, b.slope, 0.0),
         plateau=block(a.plateau, b.plateau, np.inf), plugin=block(a.plugin, b.plugin, 0.0),
-        terms=a.terms.join(b.terms), geometry=geometry, affine=np.concatenate([a.affine, b.affine]),
+        terms=a.terms.join(b.terms), geometry=geometry,
         contention=block(a.contention, b.contention, 1.0),
         measured=block(a.measured, b.measured, np.nan))
-
-
-def affine_rows(lines: CollectiveLines, rows, fixed, per_byte) -> CollectiveLines:
-    """``lines`` with the given plans timed ``fixed + per_byte x S`` (e.g. a simulated fabric)."""
-    out = lines.full()
-    columns = out.intercept.shape[1]
-    new = out.intercept.shape[0]
-    extra = lambda first, rest: np.array([[first] + [rest] * (columns - 1)])  # noqa: E731
-    geometry = out.geometry.copy()
-    geometry[rows] = new
-    return replace(out, intercept=np.vstack([out.intercept, extra(fixed, np.inf)]),
-                   slope=np.vstack([out.slope, extra(per_byte, 0.0)]),
-                   plateau=np.vstack([out.plateau, extra(np.inf, np.inf)]),
-                   plugin=np.vstack([out.plugin, extra(0.0, 0.0)]),
-                   affine=np.concatenate([out.affine, [True]]),
-                   contention=np.vstack([out.contention, np.ones((1, columns))]),
-                   measured=np.concatenate([out.measured, np.full((1, columns, 2), np.nan)]),
-                   geometry=geometry)
 
 
 def with_contention(lines: CollectiveLines, factor) -> CollectiveLines:
@@ -282,7 +254,7 @@ def with_contention(lines: CollectiveLines, factor) -> CollectiveLines:
                                       return_index=True, return_inverse=True)
     keep = rows[keep]
     return replace(base, intercept=base.intercept[keep], slope=base.slope[keep],
-                   plateau=base.plateau[keep], plugin=base.plugin[keep], affine=base.affine[keep],
+                   plateau=base.plateau[keep], plugin=base.plugin[keep],
                    measured=base.measured[keep],
                    contention=unique[:, 1:], geometry=inverse.reshape(-1))
 

@@ -40,7 +40,6 @@ from willitscale.collectives.cost import collective_cost
 from willitscale.collectives.gloo import staging_bandwidth
 from willitscale.collectives.line_time import (
     CollectiveLines,
-    affine_rows,
     line_time,
     pair_time,
     select_lines,
@@ -53,7 +52,7 @@ from willitscale.hardware.describe import intra_link_name, link_name
 from willitscale.units import format_bandwidth, format_time
 
 __all__ = ["ClusterLinks", "CollectiveLines", "cluster_links", "collective_lines", "line_time",
-           "take_lines", "select_lines", "pair_time", "affine_rows", "link_caveats", "BACKENDS"]
+           "take_lines", "select_lines", "pair_time", "link_caveats", "BACKENDS"]
 
 _S1, _S2 = 1e6, 1e9  # two sizes that define each alpha-beta line
 #: how the estimate costs collectives: NCCL's model, Gloo's rings, or fitted alpha-beta levels

@@ -3,9 +3,7 @@
 :class:`FlowNetwork` builds the topology of a cluster (links from the node: NVLink per GPU, NICs
 shared evenly, at achievable rates as the analytic model uses them; or the links given). The
 estimate's flow backend (:mod:`willitscale.step.flow_network`) simulates every communication
-group of a step on it. :meth:`FlowNetwork.all_reduce_model` is the affine time model of one
-all-reduce over every GPU (:func:`~willitscale.fabric.collective.flow_collective_model`: two
-simulations, then ``per_byte x size + fixed``, exact for one collective on an idle fabric).
+group of a step on it.
 """
 
 from __future__ import annotations
@@ -14,8 +12,7 @@ from dataclasses import dataclass
 
 from willitscale.errors import ConfigError
 from willitscale.fabric.cluster import cluster_topology
-from willitscale.fabric.collective import flow_collective_model
-from willitscale.topology.routing import ROUTINGS, parse_routing
+from willitscale.topology.routing import ROUTINGS
 from willitscale.topology.sizing import leaf_ports
 from willitscale.topology.spec import KIND_PARAMS
 
@@ -57,12 +54,6 @@ class FlowNetwork:
         elif self.topology == "rail-optimized":
             params.update(oversubscription=self.oversubscription)
         return cluster_topology(cluster, self.topology, **params)
-
-    def all_reduce_model(self, cluster):
-        """The affine time model of an all-reduce over every GPU of ``cluster``."""
-
-        return flow_collective_model(self.build(cluster), "all_reduce",
-                                     routing=parse_routing(self.routing, seed=self.seed))
 
     def describe(self) -> str:
         over = f", {self.oversubscription:g}:1 at the leaf" if self.topology != "rail-only" else ""
