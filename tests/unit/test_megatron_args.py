@@ -14,17 +14,7 @@ from willitscale.scenario.megatron import megatron_args
 from willitscale.scenario.plan import Plan
 from willitscale.scenario.settings import load_settings
 
-CLUSTER = {"gpu": "h100", "nodes": 8, "gpus_per_node": 8}  # 64 GPUs
-
-PLANS = [
-    Plan(dp=64, micro_batch=2, grad_accum=1),
-    Plan(dp=8, tp=8, sequence_parallel=True, zero=1, micro_batch=1, grad_accum=4, recompute="selective"),
-    Plan(dp=2, tp=4, pp=8, sequence_parallel=True, zero=1, micro_batch=1, grad_accum=16,
-         recompute="full"),
-    Plan(dp=4, tp=2, pp=8, micro_batch=1, grad_accum=16, pp_schedule="interleaved", virtual_stages=5),
-    # --recompute-granularity full --recompute-method block --recompute-num-layers 3
-    Plan(dp=8, tp=2, pp=4, micro_batch=2, grad_accum=8, recompute="layers:3"),
-]
+from megatron_plans import CLUSTER, PLANS
 
 
 @pytest.mark.parametrize("plan", PLANS, ids=repr)
