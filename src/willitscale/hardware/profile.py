@@ -21,7 +21,8 @@ Sections (this module's :data:`SECTIONS`; each entry class reads itself from a T
 
 **Adding a section** (the NCCL and GPU measurement work do): write a frozen entry class with a
 ``key`` property (what makes two entries the same: one wins), ``from_table(t)`` and
-``toml_lines()``, and add it to :data:`SECTIONS`. The loader then reads ``[[name]]`` tables
+``toml_lines()`` (a fitted one subclasses :class:`FittedEntry` for its fit's keys), and add it
+to :data:`SECTIONS`. The loader then reads ``[[name]]`` tables
 into ``Calibration.sections[name]`` and writes them back; an unknown section name is an error
 (a typo must not be ignored). docs/measure.md, "The measured profile", has the format.
 """
@@ -36,8 +37,8 @@ from willitscale.config import Table
 from willitscale.errors import ConfigError
 from willitscale.hardware.profile_collective import CollectiveCurve
 
-__all__ = ["Provenance", "GemmCurve", "AttentionCurve", "MemoryCurve", "SustainedRate", "SECTIONS",
-           "ATTENTION_PASSES", "fmt_number", "fmt_string"]
+__all__ = ["Provenance", "FittedEntry", "GemmCurve", "AttentionCurve", "MemoryCurve", "SustainedRate",
+           "SECTIONS", "ATTENTION_PASSES", "fmt_number", "fmt_string"]
 
 TFLOP = 1e12
 GB = 1e9
@@ -75,27 +76,6 @@ def _data(raw) -> tuple[tuple[float, ...], ...]:
             raise ValueError
         rows.append(tuple(float(v) for v in row))
     return tuple(rows)
-
-
-def _fit_fields(t: Table) -> dict:
-    return {"points": t.int("points", 0, min=0), "rms_error": t.float("rms_error", 0.0, min=0),
-            "runs": tuple(int(r) for r in t.list("runs", [])), "source": t.str("source", ""),
-            "data": t.get("data", _data, "a list of lists of numbers", ())}
-
-
-def _fit_lines(entry) -> list[str]:
-    lines = []
-    if entry.points:
-        lines += [f"points = {entry.points}", f"rms_error = {fmt_number(entry.rms_error)}"]
-    if entry.runs:
-        lines.append(f"runs = {_ints(entry.runs)}")
-    if entry.source:
-        lines.append(f"source = {fmt_string(entry.source)}")
-    if entry.data:
-        lines.append("data = [" + ", ".join(
-            "[" + ", ".join(str(int(v)) if v.is_integer() else repr(v) for v in row) + "]"
-            for row in entry.data) + "]")
-    return lines
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,7 +117,45 @@ class Provenance:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GemmCurve:
+class FittedEntry:
+    """What a section entry keeps of the fit its constants came from: the base of the ``gemm``,
+    ``attention``, ``memory`` and ``sustained`` entries (a built-in entry never fitted leaves
+    these empty; ``collective`` entries keep their own, without ``data``).
+
+    An entry class reads these keys with ``**cls.fit_fields(t)`` in its ``from_table`` and
+    writes them with ``*self.fit_lines()`` at the end of its ``toml_lines``."""
+
+    points: int = 0  #: how many measured points the constants were fitted to
+    rms_error: float = 0.0  #: root mean square relative error of the fit over those points
+    runs: tuple[int, ...] = ()  #: the stored runs the points came from
+    source: str = ""  #: where the constants come from
+    data: tuple[tuple[float, ...], ...] = ()  #: the points fitted (see each class)
+
+    @staticmethod
+    def fit_fields(t: Table) -> dict:
+        """The fit's keys of TOML table ``t``, as keyword arguments of an entry class."""
+        return {"points": t.int("points", 0, min=0), "rms_error": t.float("rms_error", 0.0, min=0),
+                "runs": tuple(int(r) for r in t.list("runs", [])), "source": t.str("source", ""),
+                "data": t.get("data", _data, "a list of lists of numbers", ())}
+
+    def fit_lines(self) -> list[str]:
+        """The TOML lines of the fit's keys that are set (none for an entry never fitted)."""
+        lines = []
+        if self.points:
+            lines += [f"points = {self.points}", f"rms_error = {fmt_number(self.rms_error)}"]
+        if self.runs:
+            lines.append(f"runs = {_ints(self.runs)}")
+        if self.source:
+            lines.append(f"source = {fmt_string(self.source)}")
+        if self.data:
+            lines.append("data = [" + ", ".join(
+                "[" + ", ".join(str(int(v)) if v.is_integer() else repr(v) for v in row) + "]"
+                for row in self.data) + "]")
+        return lines
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GemmCurve(FittedEntry):
     """The GEMM efficiency model of one dtype on one GPU (:mod:`willitscale.compute.gemm`).
 
     ``time = max(2 M N K / (peak x efficiency x waves x K / (K + k_half)), bytes / bandwidth)
@@ -151,11 +169,6 @@ class GemmCurve:
     tile_n: int = 256
     sms: int = 132
     kernel_overhead: float = 0.0  #: seconds added to each GEMM call
-    points: int = 0
-    rms_error: float = 0.0
-    runs: tuple[int, ...] = ()
-    source: str = ""
-    data: tuple[tuple[float, ...], ...] = ()  #: the points fitted (see each class)
 
     def __post_init__(self) -> None:
         owner = f"gemm {self.dtype}"
@@ -177,7 +190,7 @@ class GemmCurve:
                   efficiency=t.float("efficiency", positive=True), k_half=t.float("k_half", min=0),
                   tile_m=t.int("tile_m", 128, min=1), tile_n=t.int("tile_n", 256, min=1),
                   sms=t.int("sms", 132, min=1),
-                  kernel_overhead=t.float("kernel_overhead_us", 0.0, min=0) * US, **_fit_fields(t))
+                  kernel_overhead=t.float("kernel_overhead_us", 0.0, min=0) * US, **cls.fit_fields(t))
         t.done()
         return out
 
@@ -186,11 +199,11 @@ class GemmCurve:
                 f"peak_TFLOPS = {fmt_number(self.peak_flop_rate / TFLOP)}",
                 f"efficiency = {fmt_number(self.efficiency)}", f"k_half = {fmt_number(self.k_half)}",
                 f"tile_m = {self.tile_m}", f"tile_n = {self.tile_n}", f"sms = {self.sms}",
-                f"kernel_overhead_us = {fmt_number(self.kernel_overhead / US)}", *_fit_lines(self)]
+                f"kernel_overhead_us = {fmt_number(self.kernel_overhead / US)}", *self.fit_lines()]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AttentionCurve:
+class AttentionCurve(FittedEntry):
     """One attention kernel's speed (:mod:`willitscale.compute.attention`):
     ``rate(s) = peak x efficiency x s / (s + seq_half)`` on the FLOPs the kernel executes
     (causal: the unmasked half), for ``head_dim`` (scaled by ``head_dim_scale`` elsewhere)."""
@@ -202,11 +215,6 @@ class AttentionCurve:
     head_dim: int = 128
     efficiency: float  #: of the dtype's dense peak, at long sequences
     seq_half: float  #: sequence length at which the kernel reaches half of ``efficiency``
-    points: int = 0
-    rms_error: float = 0.0
-    runs: tuple[int, ...] = ()
-    source: str = ""
-    data: tuple[tuple[float, ...], ...] = ()  #: the points fitted (see each class)
 
     def __post_init__(self) -> None:
         owner = f"attention {self.kernel} {self.direction}"
@@ -226,7 +234,7 @@ class AttentionCurve:
         out = cls(kernel=t.str("kernel"), direction=t.str("direction", choices=iter(ATTENTION_PASSES)),
                   causal=t.bool("causal"), dtype=t.str("dtype", "bf16"),
                   head_dim=t.int("head_dim", 128, min=1), efficiency=t.float("efficiency", positive=True),
-                  seq_half=t.float("seq_half", min=0), **_fit_fields(t))
+                  seq_half=t.float("seq_half", min=0), **cls.fit_fields(t))
         t.done()
         return out
 
@@ -235,20 +243,15 @@ class AttentionCurve:
                 f"direction = {fmt_string(self.direction)}",
                 f"causal = {'true' if self.causal else 'false'}", f"dtype = {fmt_string(self.dtype)}",
                 f"head_dim = {self.head_dim}", f"efficiency = {fmt_number(self.efficiency)}",
-                f"seq_half = {fmt_number(self.seq_half)}", *_fit_lines(self)]
+                f"seq_half = {fmt_number(self.seq_half)}", *self.fit_lines()]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MemoryCurve:
+class MemoryCurve(FittedEntry):
     """Memory-bound kernels: the HBM bandwidth they achieve and the fixed cost of one kernel."""
 
     bandwidth: float  #: bytes/s a streaming kernel achieves (one direction: read + write summed)
     kernel_overhead: float = 0.0  #: seconds per kernel launched back to back on a stream
-    points: int = 0
-    rms_error: float = 0.0
-    runs: tuple[int, ...] = ()
-    source: str = ""
-    data: tuple[tuple[float, ...], ...] = ()  #: the points fitted (see each class)
 
     def __post_init__(self) -> None:
         _check("memory", "achievable_GBps", self.bandwidth)
@@ -261,26 +264,22 @@ class MemoryCurve:
     @classmethod
     def from_table(cls, t: Table) -> MemoryCurve:
         out = cls(bandwidth=t.float("achievable_GBps", positive=True) * GB,
-                  kernel_overhead=t.float("kernel_overhead_us", 0.0, min=0) * US, **_fit_fields(t))
+                  kernel_overhead=t.float("kernel_overhead_us", 0.0, min=0) * US, **cls.fit_fields(t))
         t.done()
         return out
 
     def toml_lines(self) -> list[str]:
         return ["[[memory]]", f"achievable_GBps = {fmt_number(self.bandwidth / GB)}",
-                f"kernel_overhead_us = {fmt_number(self.kernel_overhead / US)}", *_fit_lines(self)]
+                f"kernel_overhead_us = {fmt_number(self.kernel_overhead / US)}", *self.fit_lines()]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SustainedRate:
+class SustainedRate(FittedEntry):
     """The share of the kernel benchmarks' GEMM and attention rates a training step sustains
-    on these GPUs (:mod:`willitscale.compute.sustained`), fitted to ``bench train`` steps."""
+    on these GPUs (:mod:`willitscale.compute.sustained`), fitted to ``bench train`` steps; its
+    ``data`` rows are (measured forward + backward seconds, the factor reproducing them)."""
 
     factor: float
-    points: int = 0
-    rms_error: float = 0.0
-    runs: tuple[int, ...] = ()
-    source: str = ""
-    data: tuple[tuple[float, ...], ...] = ()  #: (measured forward + backward s, the factor reproducing it)
 
     def __post_init__(self) -> None:
         _check("sustained", "factor", self.factor, 0.0, 2.0)
@@ -291,12 +290,12 @@ class SustainedRate:
 
     @classmethod
     def from_table(cls, t: Table) -> SustainedRate:
-        out = cls(factor=t.float("factor", positive=True), **_fit_fields(t))
+        out = cls(factor=t.float("factor", positive=True), **cls.fit_fields(t))
         t.done()
         return out
 
     def toml_lines(self) -> list[str]:
-        return ["[[sustained]]", f"factor = {fmt_number(self.factor)}", *_fit_lines(self)]
+        return ["[[sustained]]", f"factor = {fmt_number(self.factor)}", *self.fit_lines()]
 
 
 #: section name -> entry class; add a line here to add a section (see the module docstring)
