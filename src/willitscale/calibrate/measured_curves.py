@@ -15,7 +15,11 @@ The curves' forms are those of :mod:`willitscale.hardware.profile` (the compute 
   operands and output once. ``e``, ``k_half`` and ``c`` are fitted (scipy's least squares on
   the log of the time ratio); the tile, SM count and bandwidth are given.
 
-When the compute model's own GEMM time (``compute.gemm``) lands, :func:`gemm_time` should call it.
+:func:`gemm_time` is not the compute model's (:func:`willitscale.compute.gemm.gemm_time`, which
+takes the best wave fill of six tile shapes, not one): on small or ragged shapes the two differ
+(1024^3 on the bf16 curve of examples/profiles/measured-profile.toml: 17.5 us here, 10.8 us
+there). Making this one call that one changes the constants ``calibrate --profile`` writes, so
+it is a change of its own.
 """
 
 from __future__ import annotations
@@ -129,6 +133,8 @@ def fit_attention(rows: Sequence[AttentionRow], *, peak: float,
 def fit_gemm(rows: Sequence[MatmulRow], *, peak: float, bandwidth: float, sms: int = 132,
              tile: tuple[int, int] = (128, 256), runs: Iterable[int] = ()) -> GemmCurve:
     """Efficiency, ``k_half`` and the fixed cost of one call, for the rows of one dtype."""
+    # Apart from calibrate.curves.fit_gemm_curve (plain ``calibrate``) as it needs no built-in
+    # curve to start from (any catalog GPU with a peak); it fits this module's time (docstring).
     from scipy.optimize import least_squares
 
     dtypes = {r.dtype for r in rows}

@@ -67,6 +67,8 @@ def gemm_sections(runs: Sequence[MeasuredRun], *, gpu: str | None = None
             notes.append(f"{device} {dtype}: no built-in GEMM curve to start from: no [[gemm]] "
                          "entry fitted")
             continue
+        # not measured_curves.fit_gemm (``calibrate --profile``): this refits the built-in curve,
+        # holding what too few shapes cannot fix, under the compute model's own GEMM time
         start = curves.gemm_for(dtype)
         n = len(shapes)
         points = [(m, nn, k, rate) for (m, nn, k), rate in sorted(shapes.items())]
