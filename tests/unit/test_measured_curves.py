@@ -79,3 +79,15 @@ def test_wave_quantisation_of_the_gemm_time():
     curve = GemmCurve(dtype="bf16", peak_flop_rate=PEAK, efficiency=0.8, k_half=0.0)
     t = float(gemm_time(curve, 4096, 4096, 4096, element_bytes=2, bandwidth=1e30))
     assert t == pytest.approx(2 * 4096**3 / (PEAK * 0.8 * 512 / 528), rel=1e-12)
+
+
+def test_a_ragged_gemm_is_timed_as_estimates_time_it():
+    # calibrate --profile must fit the constants of the GEMM time estimates apply
+    # (compute.gemm.gemm_time: the best wave fill among the tile, its transpose and the tiles
+    # with one side halved). m = n = 1024 on 132 SMs: the 128 x 256 tile gives 8 x 4 = 32 tiles
+    # (32/132 of the SMs busy), 128 x 128 and 64 x 256 give 64 tiles (64/132): the best is 64/132.
+    # k_half 0, no overhead, bandwidth infinite -> t = 2 * 1024^3 / (P e 64/132); the one-tile
+    # time (32/132) would be twice that.
+    curve = GemmCurve(dtype="bf16", peak_flop_rate=PEAK, efficiency=0.8, k_half=0.0)
+    t = float(gemm_time(curve, 1024, 1024, 1024, element_bytes=2, bandwidth=1e30))
+    assert t == pytest.approx(2 * 1024**3 / (PEAK * 0.8 * 64 / 132), rel=1e-12)

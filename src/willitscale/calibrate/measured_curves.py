@@ -9,17 +9,11 @@ The curves' forms are those of :mod:`willitscale.hardware.profile` (the compute 
   dtype's dense peak. Inverted, ``1 / rate = a + b / s`` with ``a = 1 / (P e)`` and
   ``b = s_half / (P e)``: linear in ``(a, b)``, fitted by least squares on the relative error
   ``rate x (a + b / s) - 1`` (each point weighs the same whatever its size);
-* GEMM: ``t = max(2 m n k / (P e w(m, n) k / (k + k_half)), bytes / B) + c`` with the wave
-  factor ``w = tiles / (ceil(tiles / sms) sms)``, ``tiles = ceil(m / tile_m) ceil(n / tile_n)``
-  (a last, partly filled wave of output tiles runs at the cost of a full one), bytes the
-  operands and output once. ``e``, ``k_half`` and ``c`` are fitted (scipy's least squares on
+* GEMM: the compute model's own time (:func:`willitscale.compute.gemm.gemm_time`: wave
+  quantisation over the best of the curve's tile shapes, a ``k / (k + k_half)`` pipeline fill,
+  the HBM roofline and one kernel's fixed cost), so the constants ``calibrate --profile`` writes
+  are the ones estimates apply. ``e``, ``k_half`` and ``c`` are fitted (scipy's least squares on
   the log of the time ratio); the tile, SM count and bandwidth are given.
-
-:func:`gemm_time` is not the compute model's (:func:`willitscale.compute.gemm.gemm_time`, which
-takes the best wave fill of six tile shapes, not one): on small or ragged shapes the two differ
-(1024^3 on the bf16 curve of examples/profiles/measured-profile.toml: 17.5 us here, 10.8 us
-there). Making this one call that one changes the constants ``calibrate --profile`` writes, so
-it is a change of its own.
 """
 
 from __future__ import annotations
@@ -29,6 +23,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from willitscale.compute.gemm import gemm_time as compute_gemm_time
 from willitscale.errors import ConfigError
 from willitscale.hardware.profile import AttentionCurve, GemmCurve, MemoryCurve
 from willitscale.results.kernel_records import AttentionRow, BandwidthRow
@@ -59,17 +54,11 @@ def attention_time(curve: AttentionCurve, peak: float, flops: float, seq_len: fl
     return flops / rate
 
 
-def _waves(curve: GemmCurve, m, n):
-    tiles = np.ceil(np.asarray(m, float) / curve.tile_m) * np.ceil(np.asarray(n, float) / curve.tile_n)
-    return tiles / (np.ceil(tiles / curve.sms) * curve.sms)
-
-
 def gemm_time(curve: GemmCurve, m, n, k, *, element_bytes: float, bandwidth: float):
-    """Seconds of one ``(m x k) @ (k x n)`` product (module docstring; numpy-friendly)."""
-    m, n, k = (np.asarray(x, float) for x in (m, n, k))
-    rate = curve.peak_flop_rate * curve.efficiency * _waves(curve, m, n) * k / (k + curve.k_half)
-    moved = (m * k + k * n) * element_bytes + m * n * max(element_bytes, 2)  # fp8 writes bf16
-    return np.maximum(2 * m * n * k / rate, moved / bandwidth) + curve.kernel_overhead
+    """Seconds of one ``(m x k) @ (k x n)`` product: the compute model's GEMM time with the bench's
+    element widths (an fp8 product writes a bf16 output)."""
+    return compute_gemm_time(m, n, k, curve, bandwidth, in_bytes=element_bytes,
+                             out_bytes=max(element_bytes, 2))
 
 
 def _rms_relative(predicted, measured) -> float:
@@ -134,7 +123,7 @@ def fit_gemm(rows: Sequence[MatmulRow], *, peak: float, bandwidth: float, sms: i
              tile: tuple[int, int] = (128, 256), runs: Iterable[int] = ()) -> GemmCurve:
     """Efficiency, ``k_half`` and the fixed cost of one call, for the rows of one dtype."""
     # Apart from calibrate.curves.fit_gemm_curve (plain ``calibrate``) as it needs no built-in
-    # curve to start from (any catalog GPU with a peak); it fits this module's time (docstring).
+    # curve to start from (any catalog GPU with a peak); both fit the compute model's GEMM time.
     from scipy.optimize import least_squares
 
     dtypes = {r.dtype for r in rows}
