@@ -110,7 +110,9 @@ def framework_buffers(*, framework, zero, dtype: str, grad_bytes: float, stage_p
     """Buffers, workspace and step temporaries per stage column (the module docstring).
 
     ``framework``, ``zero``: ``(plans, 1)``; ``stage_params``, ``linear_params``: parameters one
-    GPU holds per column, ``(plans, 3)``; ``layer_params``: one layer's, ``(plans, 1)``;
+    GPU holds per column, ``(plans, 3)``; ``layer_params``: the largest layer the column holds
+    (the unit a gather holds at once, :mod:`willitscale.memory.layers`), ``(plans, 3)`` or
+    ``(plans, 1)``;
     ``shard``: the shard group's size ``(plans, 1)``; ``pipeline_message``: bytes of one
     pipeline send, zero without pipelining."""
     h = 4.0 if dtype in ("fp32", "tf32") else 2.0
