@@ -16,16 +16,19 @@ WORKING = [r for r in RUNS if r.ran]
 OOM = [r for r in RUNS if not r.ran]
 MEASURED = [r for r in WORKING if r.measured is not None]
 
-#: nvidia-smi readings under-predicted by more than 10%. nvidia-smi is predicted as the
-#: allocator's reserve x PyTorch's allocated peak + context + NCCL, the reserve of DeepSpeed's
-#: engine at ZeRO 0-2 fitted on its own rows (DEEPSPEED_RESERVED_RATIO = 1.161,
-#: validation/data/deepspeed_reserve.toml), NCCL counting DeepSpeed's pipeline-engine
-#: communicators (memory.device.deepspeed_pipeline_groups). This one reads about 1.36 x our
-#: allocated peak after context and NCCL (the other twelve 1.06-1.31): -13.2%. What it holds
-#: beyond the model is not known (docs/memory.md section 6.1). Known, reported, not tuned away:
-#: it must keep failing until the model explains it (strict). bigscience-tr8-104b-v100, here
-#: before at -17.2%, is at -8.5% once the engine's communicators are counted.
-UNDER_PREDICTED = {"bloom-search-200b-20nodes-bf16"}
+#: nvidia-smi readings off by more than 10%. nvidia-smi is predicted as the allocator's reserve x
+#: PyTorch's allocated peak + context + NCCL, the reserve of DeepSpeed's engine at ZeRO 0-2 fitted
+#: on its own rows (DEEPSPEED_RESERVED_RATIO = 1.161, validation/data/deepspeed_reserve.toml), NCCL
+#: counting DeepSpeed's pipeline-engine communicators (memory.device.deepspeed_pipeline_groups)
+#: and Megatron's own (memory.device.megatron_groups: the world group, and Megatron-DeepSpeed's
+#: mpu data-parallel and pipeline groups on tensor rank 0, the GPU with the most; the pages read
+#: "max memory used by the first (last) nodes", which hold tensor rank 0 of the first stage).
+#: Once Megatron's groups are counted, bloom-search-200b-20nodes-bf16 (-13.2% before) is at -9.6%
+#: and passes; this one, +8.3% before, is over-predicted by 11.6%: it reads 1.03 x our allocated
+#: peak after context and NCCL, where the other twelve read 1.07-1.31 (docs/memory.md section 6.1).
+#: Nothing was tuned to bring it back: it must keep failing until the model explains it (strict).
+OVER_PREDICTED = {"bloom-search-181b-tp2-pp12"}
+UNDER_PREDICTED: set[str] = set()
 
 #: published out-of-memory runs the model judges "fits": the BF16-optimizer 206B run (tp 4, pp 12,
 #: dp 8, mbs 2) is predicted at 65.4 GiB on nvidia-smi; its working sibling with 70 instead of
@@ -58,8 +61,9 @@ def test_published_out_of_memory_runs_are_refused_or_tight(run):
 
 
 @pytest.mark.parametrize("run", [pytest.param(r, marks=pytest.mark.xfail(
-    strict=True, reason="nvidia-smi under-predicted, see UNDER_PREDICTED"))
-    if r.id in UNDER_PREDICTED else r for r in MEASURED], ids=[r.id for r in MEASURED])
+    strict=True, reason="nvidia-smi off by more than 10%, see OVER_PREDICTED / UNDER_PREDICTED"))
+    if r.id in OVER_PREDICTED | UNDER_PREDICTED else r for r in MEASURED],
+    ids=[r.id for r in MEASURED])
 def test_measured_memory_within_10_percent(run):
     j = judge(run)
     assert abs(j.error) < 0.10, f"{100 * j.error:+.1f}%"

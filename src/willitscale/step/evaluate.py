@@ -16,7 +16,7 @@ import numpy as np
 from willitscale.collectives.lines import line_time, pair_time
 from willitscale.compute.model import op_costs
 from willitscale.memory.activations import activation_bytes
-from willitscale.memory.device import deepspeed_pipeline_groups, nccl_bytes
+from willitscale.memory.device import deepspeed_pipeline_groups, megatron_groups, nccl_bytes
 from willitscale.memory.layers import stage_layer_params
 from willitscale.memory.stage import stage_memory
 from willitscale.memory.state import WEIGHT_BYTES
@@ -313,8 +313,9 @@ def _nccl_groups(ctx, b, places):
     sizes.append(np.where(b.zero == 0, 1, np.where(b.ep > 1, places["eshard"].size, 1)))
     sizes.append(tied)
     extra = deepspeed_pipeline_groups(b.framework, b.tp, b.pp, tied)
+    megatron = megatron_groups(b.framework, b.zero, b.tp, b.pp, b.gpus)
     own = np.stack([np.asarray(x, dtype=float) for x in sizes], axis=-1)
-    return np.concatenate([own, extra], axis=-1)
+    return np.concatenate([own, extra, megatron], axis=-1)
 
 
 def _layer_terms(ctx, b, st, layer):
