@@ -30,11 +30,16 @@ MEASURED = [r for r in WORKING if r.measured is not None]
 OVER_PREDICTED = {"bloom-search-181b-tp2-pp12"}
 UNDER_PREDICTED: set[str] = set()
 
-#: published out-of-memory runs the model judges "fits": the BF16-optimizer 206B run (tp 4, pp 12,
-#: dp 8, mbs 2) is predicted at 65.4 GiB on nvidia-smi; its working sibling with 70 instead of
-#: 82 layers (bloom-search-176b-bf16opt-mbs2) measured 57.6 GiB and is predicted within 1%, so
-#: the OOM is not explained by the memory this model counts. It was "tight" only through the
-#: FSDP rows' 1.5x reserve, which over-predicted every DeepSpeed reading (strict xfail).
+#: published out-of-memory runs the model judges "fits": the BF16-optimizer 206B run (82 layers,
+#: hidden 14,336, 128 heads; tp 4, pp 12, dp 8, mbs 2) needs 59.2 GiB (allocated + context +
+#: NCCL) and would show about 67.4 GiB on nvidia-smi; its working sibling with 70 layers
+#: (bloom-search-176b-bf16opt-mbs2) measured 57.6 GiB and is predicted at +2.9%, and the same
+#: page's 176B with 128 heads read 60 GB. Checked and not the cause: the BF16 optimizer as it
+#: was on 02-28 (DeepSpeed @1529313, "Fix gradient clipping": fp32 partition, whole fp32
+#: gradient buffer, per-tensor fp32 casts only), the pipeline partition (82 + 2 = 12 x 7 is the
+#: 'type:transformer|embedding' split; Megatron-DeepSpeed's default before @00f5f88 was
+#: 'type:transformer', which would put one more layer on the first stage of both runs alike).
+#: No mechanism found: strict xfail.
 OOM_JUDGED_FITS = {"oom-bloom-206b-dp8-tp4-pp12"}
 
 
