@@ -79,3 +79,16 @@ def test_megatron_adds_its_own_groups(framework, zero, tp, pp, world, sizes, mib
                           np.array([pp]), np.array([world]))
     assert got.tolist() == [sizes]
     assert nccl_bytes(got)[0] == mib * MIB
+
+
+@pytest.mark.parametrize("zero", [0, 1])
+def test_the_estimate_counts_megatrons_groups_for_gpt3(zero):
+    # the GPT-3 175B plan (framework megatron: tp 8, pp 8, dp 16 on 1,024 GPUs, tied
+    # embeddings): tp, pp and dp groups (688 MiB each) and the tied pair (544 MiB); Megatron's
+    # own: the world group and the gradient-norm group (tp x pp = 64 ranks with ZeRO 0, every
+    # rank with the distributed optimizer), 688 MiB each: 3 x 688 + 544 + 2 x 688 = 3,984 MiB
+    sc = build_scenario({"model": "gpt3-175b", "gpu": "a100-80gb", "nodes": 128,
+                         "gpus_per_node": 8, "tp": 8, "pp": 8, "dp": 16, "global_batch": 1536,
+                         "seq_len": 2048, "zero": zero, "recompute": "full",
+                         "sequence_parallel": False})
+    assert estimate(sc, allow_oom=True).memory.nccl == (3 * 688 + 544 + 2 * 688) * MIB
