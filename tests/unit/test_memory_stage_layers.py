@@ -43,7 +43,7 @@ def test_the_small_model_adds_up():
 
 def test_small_dense_first_moe_stages_hold_their_own_layers():
     # two stages of 2 layers: the first holds the 2 dense layers, the last the 2 MoE layers and
-    # the head (column 1, the middle, is empty at pp 2 and keeps the MoE kind of the rest)
+    # the head (column 1, the middle, stands for no stage at pp 2: it holds no layer, unit 0)
     layers = np.array([[2.0, 0.0, 2.0], [2.0, 0.0, 2.0]])
     head = np.array([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
     held = stage_layer_params(TINY, np.array([1.0, 2.0]), np.array([1.0, 4.0]), layers, head)
@@ -52,6 +52,7 @@ def test_small_dense_first_moe_stages_hold_their_own_layers():
     assert held.largest_unit[0, 0] == 41_088 and held.largest_unit[0, 2] == 66_176
     assert held.largest_unit[1, 0] == 20_608 and held.largest_unit[1, 2] == 14_976
     # matmul weights: 2 dense layers' on the first stage; 2 MoE layers' + the head on the last
+    assert held.largest_unit[0, 1] == 0 and held.linear[0, 1] == 0
     assert held.linear[0, 0] == 2 * 40_960 and held.linear[0, 2] == 2 * 65_536 + 6_400
     assert held.linear[1, 0] == 2 * 20_480 and held.linear[1, 2] == 2 * 14_336 + 3_200
 
