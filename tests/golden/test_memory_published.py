@@ -16,22 +16,32 @@ WORKING = [r for r in RUNS if r.ran]
 OOM = [r for r in RUNS if not r.ran]
 MEASURED = [r for r in WORKING if r.measured is not None]
 
-#: nvidia-smi readings under-predicted by more than 10%. nvidia-smi is predicted as the
-#: allocator's reserve x PyTorch's allocated peak + context + NCCL, the reserve of DeepSpeed's
-#: engine at ZeRO 0-2 fitted on its own rows (DEEPSPEED_RESERVED_RATIO = 1.161,
-#: validation/data/deepspeed_reserve.toml), NCCL counting DeepSpeed's pipeline-engine
-#: communicators (memory.device.deepspeed_pipeline_groups). This one reads about 1.36 x our
-#: allocated peak after context and NCCL (the other twelve 1.06-1.31): -13.2%. What it holds
-#: beyond the model is not known (docs/memory.md section 6.1). Known, reported, not tuned away:
-#: it must keep failing until the model explains it (strict). bigscience-tr8-104b-v100, here
-#: before at -17.2%, is at -8.5% once the engine's communicators are counted.
+#: nvidia-smi readings off by more than 10%. nvidia-smi is predicted as the allocator's reserve x
+#: PyTorch's allocated peak + context + NCCL, the reserve of DeepSpeed's engine at ZeRO 0-2 fitted
+#: on its own rows (DEEPSPEED_RESERVED_RATIO = 1.161, validation/data/deepspeed_reserve.toml), NCCL
+#: counting DeepSpeed's pipeline-engine communicators (memory.device.deepspeed_pipeline_groups)
+#: and Megatron's own (memory.device.megatron_groups: the world group, and Megatron-DeepSpeed's
+#: mpu data-parallel and pipeline groups on tensor rank 0, the GPU with the most; the pages read
+#: "max memory used by the first (last) nodes", which hold tensor rank 0 of the first stage).
+#: bloom-search-200b-20nodes-bf16 (dp 2) reads 1.34 x our allocated peak after context and NCCL
+#: (the other twelve 1.04-1.24): -11.4%. Megatron's communicators took it from -13.2% to -9.6%;
+#: the pipeline's reduce bucket, which DeepSpeed allocates only after a stage's last backward
+#: (memory.buffers), takes 0.8 GiB off its peak again (at dp 2 its step's fp32 partition is
+#: about as large as its activations). Known, reported, not tuned away: strict.
+#: bloom-search-181b-tp2-pp12, +11.6% between those two changes, is at +9.8%.
+OVER_PREDICTED: set[str] = set()
 UNDER_PREDICTED = {"bloom-search-200b-20nodes-bf16"}
 
-#: published out-of-memory runs the model judges "fits": the BF16-optimizer 206B run (tp 4, pp 12,
-#: dp 8, mbs 2) is predicted at 65.4 GiB on nvidia-smi; its working sibling with 70 instead of
-#: 82 layers (bloom-search-176b-bf16opt-mbs2) measured 57.6 GiB and is predicted within 1%, so
-#: the OOM is not explained by the memory this model counts. It was "tight" only through the
-#: FSDP rows' 1.5x reserve, which over-predicted every DeepSpeed reading (strict xfail).
+#: published out-of-memory runs the model judges "fits": the BF16-optimizer 206B run (82 layers,
+#: hidden 14,336, 128 heads; tp 4, pp 12, dp 8, mbs 2) needs 59.2 GiB (allocated + context +
+#: NCCL) and would show about 67.4 GiB on nvidia-smi; its working sibling with 70 layers
+#: (bloom-search-176b-bf16opt-mbs2) measured 57.6 GiB and is predicted at +2.9%, and the same
+#: page's 176B with 128 heads read 60 GB. Checked and not the cause: the BF16 optimizer as it
+#: was on 02-28 (DeepSpeed @1529313, "Fix gradient clipping": fp32 partition, whole fp32
+#: gradient buffer, per-tensor fp32 casts only), the pipeline partition (82 + 2 = 12 x 7 is the
+#: 'type:transformer|embedding' split; Megatron-DeepSpeed's default before @00f5f88 was
+#: 'type:transformer', which would put one more layer on the first stage of both runs alike).
+#: No mechanism found: strict xfail.
 OOM_JUDGED_FITS = {"oom-bloom-206b-dp8-tp4-pp12"}
 
 
@@ -58,8 +68,9 @@ def test_published_out_of_memory_runs_are_refused_or_tight(run):
 
 
 @pytest.mark.parametrize("run", [pytest.param(r, marks=pytest.mark.xfail(
-    strict=True, reason="nvidia-smi under-predicted, see UNDER_PREDICTED"))
-    if r.id in UNDER_PREDICTED else r for r in MEASURED], ids=[r.id for r in MEASURED])
+    strict=True, reason="nvidia-smi off by more than 10%, see OVER_PREDICTED / UNDER_PREDICTED"))
+    if r.id in OVER_PREDICTED | UNDER_PREDICTED else r for r in MEASURED],
+    ids=[r.id for r in MEASURED])
 def test_measured_memory_within_10_percent(run):
     j = judge(run)
     assert abs(j.error) < 0.10, f"{100 * j.error:+.1f}%"

@@ -21,14 +21,15 @@ LAYER = 1e8
 
 
 def buffers(framework, zero, *, dtype="bf16", grad=2, bucket_view=False, foreach=False,
-            deepspeed=DeepSpeedOptions()):
+            deepspeed=DeepSpeedOptions(), after_backward=False):
     fw = np.array([[FRAMEWORKS.index(framework)]])
     return framework_buffers(
         framework=fw, zero=np.array([[zero]]), dtype=dtype, grad_bytes=grad,
         stage_params=np.array([[P]]), layer_params=np.array([[LAYER]]),
         linear_params=np.array([[0.9 * P]]), shard=np.array([[8.0]]),
         pipeline_message=np.zeros((1, 1)), gradient_as_bucket_view=bucket_view,
-        deepspeed=deepspeed, foreach_adamw=foreach)
+        deepspeed=deepspeed, foreach_adamw=foreach,
+        reduce_after_backward=np.array([[after_backward]]))
 
 
 def test_ddp_bucket_copy_and_autocast_copies():
@@ -60,6 +61,22 @@ def test_deepspeed_buckets_are_real_allocations():
     # ZeRO-3: one reduce bucket (overlap_comm defaults to True there: 2) + layer + prefetch bucket
     z3 = buffers("deepspeed", 3, dtype="fp16")
     assert z3.communication[0, 0] == 5e8 * 2 + (LAYER + 5e8) * 2
+
+
+def test_pipeline_stages_reduce_after_their_last_backward():
+    # DeepSpeed's pipeline engine runs a stage's backward outside ZeRO (all but the last stage)
+    # and allocates the reduce bucket in reduce_gradients(pipeline_parallel=True), after the
+    # last backward, releasing it before the step (stage_1_and_2.py, pipe/engine.py @3293cf7):
+    # fp16 ZeRO-1 on 8 ranks, 1e9 parameters: no bucket beside the activations; after the
+    # backward max(bucket 5e8 x 2 B = 1e9, the step's fp32 partition 4 x 1e9 / 8 = 5e8) = 1e9
+    piped = buffers("deepspeed", 1, dtype="fp16", after_backward=True)
+    assert piped.communication[0, 0] == 0
+    assert piped.step[0, 0] == max(5e8 * 2, 4 * P / 8)
+    # the last stage (and pp 1) backward through ZeRO: the bucket is alive with the activations
+    last = buffers("deepspeed", 1, dtype="fp16")
+    assert last.communication[0, 0] == 5e8 * 2 and last.step[0, 0] == 4 * P / 8
+    # ZeRO-0's FP16_Optimizer has no bucket: nothing moves
+    assert buffers("deepspeed", 0, dtype="fp16", after_backward=True).step[0, 0] == 8 * P
 
 
 def test_fsdp_units_in_flight():

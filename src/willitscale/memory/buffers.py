@@ -87,14 +87,25 @@ class Buffers:
     step: np.ndarray  #: optimizer-step temporaries (after the activations are freed)
 
 
-def _deepspeed(zero, h, stage_params, layer_params, options: DeepSpeedOptions):
+def _deepspeed(zero, h, stage_params, layer_params, options: DeepSpeedOptions, after_backward):
+    """(buffers during forward/backward, buffers after the last backward) of DeepSpeed's ZeRO.
+
+    ZeRO-1/2 allocate the ipg bucket in the optimizer's ``backward`` (``stage_1_and_2.py``
+    @3293cf7). A pipeline stage other than the last runs its backward outside ZeRO
+    (``pipe/engine.py`` ``_exec_backward_pass``: ``torch.autograd.backward``; only the last
+    stage calls ``super().backward(self.loss)``) and reduces once after its last backward
+    (``_exec_reduce_grads`` -> ``reduce_gradients(pipeline_parallel=True)``: "with PP we must
+    create ipg buffer, since backward is handled outside zero", ``buf_0`` only); the epilogue
+    releases it (``_release_ipg_buffers``) before the optimizer step. There (``after_backward``)
+    the bucket is not alive with the activations."""
     bucket = options.reduce_bucket_elements * h
     overlap = (zero == 3) if options.overlap_comm is None else np.full(np.shape(zero), options.overlap_comm)
     ipg = np.where((zero == 1) | (zero == 2), bucket * np.where(overlap, 2.0, 1.0), 0.0)
     live = np.minimum(np.minimum(layer_params + DEEPSPEED_PREFETCH_ELEMENTS, DEEPSPEED_MAX_LIVE),
                       stage_params)
     z3 = np.where(zero == 3, bucket + live * h, 0.0)
-    return ipg + z3
+    later = after_backward & ((zero == 1) | (zero == 2))
+    return np.where(later, 0.0, ipg) + z3, np.where(later, bucket, 0.0)
 
 
 def _fsdp(zero, h, g, stage_params, layer_params):
@@ -106,20 +117,25 @@ def _fsdp(zero, h, g, stage_params, layer_params):
 def framework_buffers(*, framework, zero, dtype: str, grad_bytes: float, stage_params,
                       layer_params, linear_params, shard, pipeline_message,
                       gradient_as_bucket_view: bool, deepspeed: DeepSpeedOptions,
-                      foreach_adamw: bool) -> Buffers:
+                      foreach_adamw: bool, reduce_after_backward=False) -> Buffers:
     """Buffers, workspace and step temporaries per stage column (the module docstring).
 
     ``framework``, ``zero``: ``(plans, 1)``; ``stage_params``, ``linear_params``: parameters one
-    GPU holds per column, ``(plans, 3)``; ``layer_params``: one layer's, ``(plans, 1)``;
+    GPU holds per column, ``(plans, 3)``; ``layer_params``: the largest layer the column holds
+    (the unit a gather holds at once, :mod:`willitscale.memory.layers`), ``(plans, 3)`` or
+    ``(plans, 1)``;
     ``shard``: the shard group's size ``(plans, 1)``; ``pipeline_message``: bytes of one
-    pipeline send, zero without pipelining."""
+    pipeline send, zero without pipelining; ``reduce_after_backward``: the columns whose
+    gradients DeepSpeed's pipeline engine reduces after the last backward (every stage but the
+    last, see :func:`_deepspeed`)."""
     h = 4.0 if dtype in ("fp32", "tf32") else 2.0
     bf16 = dtype == "bf16"
     fw, z = np.asarray(framework), np.asarray(zero)
     comm = 2.0 * np.asarray(pipeline_message, dtype=float) + 0.0 * stage_params
     comm = comm + np.where((fw == DDP) & (not gradient_as_bucket_view), 4.0 * stage_params, 0.0)
-    comm = comm + np.where(fw == DEEPSPEED, _deepspeed(z, h, stage_params, layer_params,
-                                                       deepspeed), 0.0)
+    during, after = _deepspeed(z, h, stage_params, layer_params, deepspeed,
+                               np.asarray(reduce_after_backward, dtype=bool))
+    comm = comm + np.where(fw == DEEPSPEED, during, 0.0)
     comm = comm + np.where(fw == FSDP, _fsdp(z, h, grad_bytes, stage_params, layer_params), 0.0)
     casts = np.where((fw == DDP) & (h < 4), h * linear_params, 0.0)
     workspace = CUBLAS_WORKSPACE_BYTES + casts
@@ -129,4 +145,6 @@ def framework_buffers(*, framework, zero, dtype: str, grad_bytes: float, stage_p
     if foreach_adamw:
         local = np.where(z >= 1, stage_params / shard, stage_params)
         step = step + np.where((fw == DDP) | (fw == FSDP), 4.0 * local, 0.0)
+    # the pipeline's reduce bucket is released before the step's temporaries are made
+    step = np.maximum(step, np.where(fw == DEEPSPEED, after, 0.0))
     return Buffers(communication=comm, workspace=workspace + 0.0 * stage_params, step=step)

@@ -41,11 +41,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from willitscale.memory.frameworks import DEEPSPEED
+from willitscale.memory.frameworks import DEEPSPEED, MEGATRON
 
 __all__ = ["CUDA_CONTEXT_BYTES", "NCCL_PAIR_BYTES", "NCCL_GROUP_BYTES", "ALLOCATOR_MARGIN",
            "RESERVED_RATIO", "DEEPSPEED_RESERVED_RATIO", "VERDICTS", "nccl_bytes",
-           "reserved_ratio", "verdict_codes", "deepspeed_pipeline_groups"]
+           "reserved_ratio", "verdict_codes", "deepspeed_pipeline_groups", "megatron_groups"]
 
 MIB = 2 ** 20
 GIB = 2 ** 30
@@ -110,6 +110,49 @@ def deepspeed_pipeline_groups(framework, tp, pp, tied) -> np.ndarray:
     pair_next = np.where(ds, 2.0, 1.0)
     pair_prev = np.where(ds & (pp > 2) & (np.asarray(tied) != 2), 2.0, 1.0)
     return np.stack(np.broadcast_arrays(model, slice_, pair_next, pair_prev), axis=-1)
+
+
+def megatron_groups(framework, zero, tp, pp, world) -> np.ndarray:
+    """Sizes of the communicators Megatron's own code adds on the fullest GPU to those the plan's
+    parallel groups use (tp, cp, ep, dp, pp, tied embeddings), stacked on the last axis (1:
+    none). PyTorch creates an NCCL communicator on a group's first collective
+    (:func:`deepspeed_pipeline_groups`), so a group Megatron creates costs buffers only where a
+    collective runs on it; these run in every training job:
+
+    * **the world group** (all ``world`` GPUs), a communicator of its own beside every
+      ``new_group``: Megatron-LM's ``pretrain`` all-reduces its start time over it
+      (``megatron/training/training.py`` @d98e8a6, ``torch.distributed.all_reduce(
+      start_time_tensor, op=torch.distributed.ReduceOp.MIN)``); BigScience's Megatron-DeepSpeed
+      does the same and calls ``torch.distributed.barrier()`` (``megatron/training.py`` and
+      ``megatron/initialize.py`` @00f5f88);
+    * **megatron**: the group the gradient norm is all-reduced over every step (``clip_grad``
+      is 1.0 by default): ``MODEL_PARALLEL_GROUP`` (tp x pp ranks) for the Float16 optimizer
+      (ZeRO 0), ``INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP`` for the distributed optimizer
+      (ZeRO 1), which holds every rank with one optimizer instance
+      (``megatron/core/optimizer/__init__.py`` and ``megatron/core/parallel_state.py``
+      @d98e8a6, ``grad_stats_parallel_group``); each is its own ``create_group``;
+    * **deepspeed with pipelining** (Megatron-DeepSpeed, whose engine's groups are
+      :func:`deepspeed_pipeline_groups`): Megatron's ``mpu`` makes its own data-parallel and
+      pipeline groups beside DeepSpeed's grid (``megatron/mpu/initialize.py`` @00f5f88), and
+      the GPUs of tensor rank 0, which alone build the datasets (``megatron/training.py``:
+      "Data loader only on rank 0 of each model parallel group"), all-reduce a count over both
+      (``megatron/data/gpt_dataset.py`` ``_build_index_mappings``). The fullest GPU is taken,
+      as for the tied group: one of tensor rank 0.
+
+    Each is costed at NVIDIA/nccl #964's 544/688 MiB, measured on 4 GPUs of one node; what a
+    communicator of hundreds of ranks over several nodes holds is not measured here (#986:
+    "beyond 2 nodes it should no longer increase").
+    """
+    fw = np.asarray(framework)
+    z, tp, pp = np.asarray(zero), np.asarray(tp, dtype=float), np.asarray(pp, dtype=float)
+    world = np.asarray(world, dtype=float)
+    megatron = fw == MEGATRON
+    ds_pipe = (fw == DEEPSPEED) & (pp > 1)
+    world_group = np.where(megatron | ds_pipe, world, 1.0)
+    second = np.where(megatron, np.where(z >= 1, world, tp * pp),
+                      np.where(ds_pipe, world / (tp * pp), 1.0))
+    third = np.where(ds_pipe, pp, 1.0)
+    return np.stack(np.broadcast_arrays(world_group, second, third), axis=-1)
 
 
 def reserved_ratio(framework, zero) -> np.ndarray:

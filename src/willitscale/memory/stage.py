@@ -145,7 +145,8 @@ def stage_memory(*, scenario, batch, settings: MemorySettings, params_dense, par
         layer_params=layer_params, linear_params=linear_params,
         shard=shard_dense[:, None], pipeline_message=message[:, None] + np.zeros(shape),
         gradient_as_bucket_view=settings.gradient_as_bucket_view, deepspeed=settings.deepspeed,
-        foreach_adamw=settings.foreach_adamw)
+        foreach_adamw=settings.foreach_adamw,
+        reduce_after_backward=(pp > 1)[:, None] & (np.arange(3) < 2)[None, :])
     common = dict(weights=weights, gradients=gradients, master=master, optimizer=optimizer,
                   buffers=extra.communication, workspace=extra.workspace, step=extra.step,
                   context=np.full(len(batch), settings.cuda_context), nccl=np.asarray(nccl, dtype=float),

@@ -16,7 +16,8 @@ import numpy as np
 from willitscale.collectives.lines import line_time, pair_time
 from willitscale.compute.model import op_costs
 from willitscale.memory.activations import activation_bytes
-from willitscale.memory.device import deepspeed_pipeline_groups, nccl_bytes
+from willitscale.memory.device import deepspeed_pipeline_groups, megatron_groups, nccl_bytes
+from willitscale.memory.layers import stage_layer_params
 from willitscale.memory.stage import stage_memory
 from willitscale.memory.state import WEIGHT_BYTES
 from willitscale.scenario.batch import PlanBatch
@@ -312,17 +313,20 @@ def _nccl_groups(ctx, b, places):
     sizes.append(np.where(b.zero == 0, 1, np.where(b.ep > 1, places["eshard"].size, 1)))
     sizes.append(tied)
     extra = deepspeed_pipeline_groups(b.framework, b.tp, b.pp, tied)
+    megatron = megatron_groups(b.framework, b.zero, b.tp, b.pp, b.gpus)
     own = np.stack([np.asarray(x, dtype=float) for x in sizes], axis=-1)
-    return np.concatenate([own, extra], axis=-1)
+    return np.concatenate([own, extra, megatron], axis=-1)
 
 
-def _linear_params(ctx, b, st, layer):
-    """Matmul weights (and biases) one GPU holds per stage column: what autocast copies."""
+def _layer_terms(ctx, b, st, layer):
+    """(largest layer unit, matmul weights) one GPU holds per stage column: the layers each
+    stage really holds (memory.layers), not the mean layer."""
     model = ctx.scenario.model
     if model is None:  # --params: every parameter taken as a matmul weight (as 6P FLOPs do)
-        return np.broadcast_to(np.asarray(ctx.terms.total_params, dtype=float), st.layers.shape).copy()
-    head = model.vocab * model.hidden / b.tp.astype(float)  # the LM head's matmul weight, tied or not
-    return st.layers * (layer - ctx.layer_fixed) + st.head * head[:, None]
+        return layer, np.broadcast_to(np.asarray(ctx.terms.total_params, dtype=float),
+                                      st.layers.shape).copy()
+    held = stage_layer_params(model, b.tp, b.ep, st.layers, st.head)
+    return held.largest_unit, held.linear
 
 
 def _memory(ctx, b, st, params, places):
@@ -342,11 +346,11 @@ def _memory(ctx, b, st, params, places):
 def _stage_memory(ctx, b, st, params, places):
     dense, expert, layer = params
     flight = in_flight(b.pp, st.m, b.gpipe, b.interleaved, b.virtual_stages)
+    unit, linear = _layer_terms(ctx, b, st, layer)
     return stage_memory(scenario=ctx.scenario, batch=b, settings=ctx.memory,
                         params_dense=dense, params_expert=expert, shard_dense=places["shard"].size,
                         shard_expert=places["eshard"].size, layers=st.layers, emb=st.emb,
-                        head=st.head, in_flight=flight, layer_params=layer,
-                        linear_params=_linear_params(ctx, b, st, layer),
+                        head=st.head, in_flight=flight, layer_params=unit, linear_params=linear,
                         nccl=nccl_bytes(_nccl_groups(ctx, b, places)))
 
 
