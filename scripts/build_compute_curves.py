@@ -134,6 +134,55 @@ def fa2_combined(facts: Facts, gpu_fact: str, gpu: str) -> list[AttentionCurve]:
     return out
 
 
+#: FlashAttention-2's forward TFLOP/s on H100 80GB SXM5 (FP16, batch x heads at 16K tokens,
+#: causal counting the unmasked half), the FlashAttention-2 bars of the FA3 paper's forward-speed
+#: figure (Shah et al. 2024, "FlashAttention-3", Figure 5 (a)-(d)) as the FA3 README shows it:
+#: Dao-AILab/flash-attention @ 0251105a2fb19d2957484b7f023cd8c115286ced, assets/flash3_fp16_fwd.png
+#: (read from the bar labels). Keys: (causal, head_dim); values at 512, 1K, 2K, 4K, 8K, 16K.
+FA2_H100_FORWARD = {
+    (False, 64): (282, 306, 318, 321, 322, 324),
+    (True, 64): (180, 229, 262, 284, 295, 299),
+    (False, 128): (309, 350, 362, 368, 370, 370),
+    (True, 128): (191, 260, 298, 319, 333, 335),
+}
+FA2_H100_FORWARD_SOURCE = ("FlashAttention-2 forward TFLOP/s on H100 80GB SXM5 (FP16; causal counts "
+                           "the unmasked half): the FlashAttention-2 bars of the FA3 paper's forward "
+                           "figure (Shah et al. 2024, Figure 5 (a)-(d)) as the FA3 README shows it, "
+                           "Dao-AILab/flash-attention @ 0251105a2fb19d2957484b7f023cd8c115286ced, "
+                           "assets/flash3_fp16_fwd.png")
+SEQS = (512, 1024, 2048, 4096, 8192, 16384)
+
+
+def fa2_hopper_per_pass(facts: Facts) -> list[AttentionCurve]:
+    """FA2 on H100, per pass: the forward from the FA3 paper's figure (its FlashAttention-2
+    bars), the backward from FA2's own forward+backward figure and that forward. The combined
+    rate ``R`` times a call of ``F`` forward FLOPs and ``2.5 F`` backward ones (FA's convention),
+    so ``3.5 / R = 1 / R_fwd + 2.5 / R_bwd`` and ``R_bwd = 2.5 / (3.5 / R - 1 / R_fwd)`` at each
+    length both figures give (a named approximation: the two figures come from FA2 releases a
+    year apart)."""
+    peak = get_gpu("h100-sxm").peak("bf16")
+    out = []
+    for causal in (True, False):
+        for d in (64, 128):
+            fwd = [(s, r * T) for s, r in zip(SEQS, FA2_H100_FORWARD[(causal, d)])]
+            out.append(fit_attention_curve(
+                fwd, peak=peak, kernel="fa2", direction="forward", causal=causal, head_dim=d,
+                source=FA2_H100_FORWARD_SOURCE))
+            pat = rf"fa2-h100-sxm-fwdbwd-{'causal' if causal else 'full'}-d{d}-s\d+"
+            combined = dict(_series(facts, pat))
+            ids = [i for i, _ in facts.matching(pat)]
+            bwd = [(s, 2.5 / (3.5 / combined[s] - 1.0 / r)) for s, r in fwd if s in combined]
+            out.append(fit_attention_curve(
+                bwd, peak=peak, kernel="fa2", direction="backward", causal=causal, head_dim=d,
+                source=("backward TFLOP/s derived as 2.5 / (3.5 / R_combined - 1 / R_forward) from "
+                        "FlashAttention-2's forward+backward README figure "
+                        f"({facts.cite(*ids)}) and its forward bars in the FA3 paper's figure "
+                        "(Dao-AILab/flash-attention @ 0251105a2fb19d2957484b7f023cd8c115286ced, "
+                        "assets/flash3_fp16_fwd.png): a named approximation, the figures come "
+                        "from FA2 releases a year apart")))
+    return out
+
+
 def hopper_kernel(facts: Facts, name: str, fact_name: str) -> list[AttentionCurve]:
     """FA3 or cuDNN on H100: forward from the FA3 README figure (strong), backward from a
     transcription of the FA3 paper's figure (weak; read as non-causal), causal backward as the
@@ -276,7 +325,7 @@ def main(argv=None) -> int:
 
     # attention
     a100_attn = fa2_combined(facts, "a100-80gb-sxm", "a100-80gb-sxm")
-    h100_fa2 = fa2_combined(facts, "h100-sxm", "h100-sxm")
+    h100_fa2 = fa2_hopper_per_pass(facts)
     fa3 = hopper_kernel(facts, "fa3", "flashattention-3")
     cudnn = hopper_kernel(facts, "cudnn", "cudnn")
     fa3_full_fwd = next(c for c in fa3 if c.direction == "forward" and not c.causal and c.head_dim == 128)

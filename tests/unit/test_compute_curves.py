@@ -69,6 +69,23 @@ def test_every_fitted_attention_curve_refits_from_its_points():
     assert checked >= 30
 
 
+#: FlashAttention-2's H100 forward+backward TFLOP/s, causal, head dim 128, at 512 ... 16K tokens:
+#: the README figure Dao-AILab/flash-attention @ 0251105, assets/flash2_h100_fwd_bwd_benchmark.png
+FA2_H100_FWDBWD_CAUSAL_D128 = (163, 221, 265, 294, 308, 328)
+
+
+def test_fa2_on_hopper_times_forward_and_backward_so_that_a_call_costs_the_combined_time():
+    # FA's convention: a call is F forward FLOPs and 2.5 F backward ones, so its combined rate R
+    # satisfies 3.5 / R = 1 / R_fwd + 2.5 / R_bwd at every length both figures give
+    c = _curves("h100-sxm")
+    fwd = dict(c.attention_for("fa2", "forward", True, 128).data)
+    bwd = dict(c.attention_for("fa2", "backward", True, 128).data)
+    assert fwd[16384] == 335  # the FA3 paper's figure, FlashAttention-2 bar, causal d128 at 16K
+    for s, combined in zip((512, 1024, 2048, 4096, 8192, 16384), FA2_H100_FWDBWD_CAUSAL_D128):
+        assert 3.5 / combined == pytest.approx(1 / fwd[s] + 2.5 / bwd[s], rel=1e-9), s
+        assert bwd[s] < combined < fwd[s], s  # the backward is the slower pass
+
+
 def test_attention_lookup_takes_the_nearest_head_dimension():
     c = _curves("h100-sxm")
     assert c.attention_for("fa3", "forward", True, 96).head_dim == 128  # log2: 128/96 < 96/64
