@@ -4,7 +4,8 @@
 unused until then (module docstring of :mod:`willitscale.fabric.simulator`).
 
 **Where coarse is exact** (proved here, tested below). One stream whose every step is flows of
-equal size ``S`` started together, each step charged one latency after its last byte (e.g. its flows' mean path latency):
+equal size ``S`` started together, each step charged one latency after its last byte (e.g. its
+flows' mean path latency):
 
 1. Let ``L1`` be the lowest max-min rate at the step's start: the level at which progressive
    filling fills its first link ``e1``, every flow on ``e1`` frozen at ``L1``, so
