@@ -136,6 +136,9 @@ def test_a_small_simulation_says_it_ran_exact(tapered):
     traffic = step_traffic(tapered, ParallelLayout(tp=8, dp=8), StepComm(dp_bytes=1e8))
     res = simulate(tapered, traffic)
     assert res.fidelity == "exact" and "64 GPUs" in res.fidelity_reason
+    # the GPUs that take part are counted, not the highest index: 8 GPUs from GPU 56
+    late = step_traffic(tapered, ParallelLayout(tp=8, first_gpu=56), StepComm(tp_bytes=1e6, tp_count=1))
+    assert "8 GPUs" in simulate(tapered, late).fidelity_reason
 
 
 STEP = ["fabric", "simulate", "--topology", "fat-tree", "--k", "16", "--nodes", "8", "--gpus-per-node", "8",
@@ -152,3 +155,6 @@ def test_cli_names_the_fidelity_in_json_and_text(cli):
     assert code == 0 and json.loads(out)["fidelity"] == "coarse"
     code, out, _ = cli(*STEP, "--fidelity", "coarse")
     assert code == 0 and "fidelity: coarse (asked for (coarse))" in out
+    code, out, _ = cli("fabric", "simulate", "--topology", "rail-optimized", "--nodes", "2", "--collective",
+                       "all_reduce", "--size", "1MB", "--fidelity", "coarse", "--json")
+    assert code == 0 and json.loads(out)["fidelity"] == "coarse"

@@ -31,9 +31,9 @@ Two fidelities (``fidelity=``):
   a link with the second, fall; holding rates keeps the third faster), so a coarse time can be
   below the exact one; ``tests/unit/test_fabric_fidelity.py`` builds such a case. It is exact
   (the same completion time) for one stream whose steps are flows of equal size started
-  together, with equal path latencies (the proof is in that test file). docs/fabric.md "Speed"
-  gives its measured error on training steps.
-* ``auto`` (default): ``coarse`` above :data:`COARSE_ABOVE_GPUS` GPUs in the traffic, else
+  together, each step charged one latency after its last byte (the proof is in that test
+  file). docs/fabric.md "Speed" gives its measured error on training steps.
+* ``auto`` (default): ``coarse`` when more than :data:`COARSE_ABOVE_GPUS` GPUs send or receive, else
   ``exact``. The result says which ran and why.
 """
 
@@ -232,7 +232,7 @@ def simulate(topology: Topology, traffic: Traffic, routing: Routing | None = Non
     routing = routing or Routing()
     if solver not in SOLVERS:
         raise ConfigError("solver", solver, "one of " + ", ".join(SOLVERS))
-    fidelity, reason = choose_fidelity(fidelity, traffic.max_gpu() + 1)
+    fidelity, reason = choose_fidelity(fidelity, _gpus_in(traffic))
     if traffic.max_gpu() >= topology.gpus:
         raise ConfigError("traffic", f"GPU {traffic.max_gpu()}", f"GPU indices below {topology.gpus} "
                           f"(the {topology.kind} fabric has {topology.gpus} GPUs)")
@@ -245,6 +245,16 @@ def simulate(topology: Topology, traffic: Traffic, routing: Routing | None = Non
         link_peak_flows=f.peak, topology=topology, traffic=traffic, routing=routing,
         solves=f.solves, steps_simulated=eng.simulated, steps_reused=eng.reused, flows_resolved=f.resolved,
         fidelity=fidelity, fidelity_reason=reason)
+
+
+def _gpus_in(traffic: Traffic) -> int:
+    """How many distinct GPUs send or receive in ``traffic``."""
+    seen = np.zeros(traffic.max_gpu() + 1, dtype=bool)
+    for stream in traffic.streams:
+        for p in stream.phases:
+            seen[p.src] = True
+            seen[p.dst] = True
+    return int(np.count_nonzero(seen))
 
 
 def choose_fidelity(fidelity: str, gpus: int) -> tuple[str, str]:
