@@ -5,7 +5,8 @@
 Issue 15's step (TP 8, 2 x 100 MB TP all-reduces, 2 x 100 MB PP sends, a 1 GB DP all-reduce,
 ECMP on a 4:1 fat-tree) at growing sizes; ``--long`` adds 32,768 GPUs (about a minute), ``--full``
 the 65,536-GPU step itself (about ten CPU minutes, 400 MiB). For each
-size, one simulation with the default (incremental) solver, accounted event by event:
+size, one exact simulation (``fidelity="exact"``: the simulator would pick its coarse fidelity
+above 16,384 GPUs on its own) with the default (incremental) solver, accounted event by event:
 
 * ``solves``: events (a flow finishing or a step starting, the max-min rates brought up to date);
 * ``dp steps``: DP ring steps simulated event by event (the others are skipped by the exact
@@ -79,7 +80,7 @@ def _accounted(topo, traffic, routing) -> dict:
     simulator._Engine._advance, simulator._Engine._start = counted_advance, counted_start
     try:
         cpu = time.process_time()
-        res = simulator.simulate(topo, traffic, routing)
+        res = simulator.simulate(topo, traffic, routing, fidelity="exact")
         acc["cpu"] = time.process_time() - cpu
     finally:
         simulator._Engine._advance, simulator._Engine._start = advance, start
@@ -94,7 +95,7 @@ def _with_tolerance(topo, traffic, routing, tol: float):
     inflight.DONE_TOL = tol
     try:
         cpu = time.process_time()
-        res = simulator.simulate(topo, traffic, routing)
+        res = simulator.simulate(topo, traffic, routing, fidelity="exact")
         return res, time.process_time() - cpu
     finally:
         inflight.DONE_TOL = exact

@@ -152,6 +152,10 @@ def _traffic_args(p: argparse.ArgumentParser) -> None:
         if d != "dp":
             g.add_argument(f"--{d}-count", type=int, default=1, help=f"{d.upper()} operations per step")
     g.add_argument("--no-reuse", action="store_true", help="simulate every step (no exact phase reuse)")
+    g.add_argument("--fidelity", choices=("auto", "exact", "coarse"), default="auto",
+                   help="exact: re-solve the rates at every flow's finish; coarse: only when steps start "
+                        "(finished flows' bandwidth waits for the next start; docs/fabric.md 'Speed' gives "
+                        "its error); auto (default): coarse above 16,384 GPUs")
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -355,7 +359,8 @@ def _simulate_collective(args, topo, size, seeds) -> dict:
     def run(seed):
         return simulate_collective(topo, args.collective, size, routing=_routing(args, seed),
                                    algorithm=args.algorithm, placement=args.placement,
-                                   channels=args.channels, reuse_phases=not args.no_reuse)
+                                   channels=args.channels, reuse_phases=not args.no_reuse,
+                                   fidelity=args.fidelity)
 
     if len(seeds) == 1:
         rep = run(seeds[0])
@@ -368,6 +373,7 @@ def _simulate_collective(args, topo, size, seeds) -> dict:
         out = {"op": rep.call.op.value, "size_bytes": size, "ranks": rep.call.ranks,
                "routing": rep.routing.name, **sweep.to_json()}
     out["traffic_matrix"] = traffic_matrix(rep.result.traffic, topo).to_json()
+    out.update(_fidelity(rep.result))
     out["_result"] = rep.result  # for --plot; run_simulate takes it out
     return out
 
@@ -397,7 +403,7 @@ def _seed_report(task):
         _TOPOLOGIES[key] = _spec(args, args.topology).build()
     rep = simulate_collective(_TOPOLOGIES[key], args.collective, size, routing=_routing(args, seed),
                               algorithm=args.algorithm, placement=args.placement,
-                              channels=args.channels, reuse_phases=not args.no_reuse)
+                              channels=args.channels, reuse_phases=not args.no_reuse, fidelity=args.fidelity)
     return replace(rep, result=None)
 
 
@@ -447,7 +453,7 @@ def _simulate_streams(args, topo, size, seeds) -> dict:
            "routing": res.routing.name, "seeds": seeds, **({"worst_seed": seed} if len(seeds) > 1 else {}),
            "completion_time_s": {"mean": float(times.mean()), "worst": float(times.max())}
            if len(seeds) > 1 else float(times[0]),
-           "streams": streams, **link_report(res).to_json(),
+           "streams": streams, **_fidelity(res), **link_report(res).to_json(),
            "traffic_matrix": traffic_matrix(traffic, topo).to_json(), "_result": res}
     if args.incast:
         out["incast"] = _incast_summary(topo, traffic, res, seed, args)
@@ -460,8 +466,9 @@ def _streams_of_seed(args, topo, traffic, seed):
     from willitscale.fabric.simulator import simulate
 
     routing = _routing(args, seed)
-    res = simulate(topo, traffic, routing, reuse_phases=not args.no_reuse)
-    alone = {s.name: simulate(topo, Traffic([s]), routing).completion_time for s in traffic.streams} \
+    res = simulate(topo, traffic, routing, reuse_phases=not args.no_reuse, fidelity=args.fidelity)
+    alone = {s.name: simulate(topo, Traffic([s]), routing, fidelity=args.fidelity).completion_time
+             for s in traffic.streams} \
         if len(traffic.streams) > 1 else {s.name: res.completion_time for s in traffic.streams}
     return seed, res, alone
 
@@ -479,6 +486,11 @@ def _streams_seed(task):
     topo = _TOPOLOGIES[key]
     seed, res, alone = _streams_of_seed(args, topo, _step_traffic(args, topo, size), seed)
     return seed, replace(res, topology=None, traffic=None), alone
+
+
+def _fidelity(res) -> dict:
+    """Which fidelity the simulation ran and why (the simulator's choice under ``auto``)."""
+    return {"fidelity": res.fidelity, "fidelity_reason": res.fidelity_reason}
 
 
 def _incast_summary(topo, traffic, res, seed, args) -> dict:
@@ -516,6 +528,8 @@ def _print_simulation(out: dict) -> None:
                     f"{hot['worst_seed_flows']} flows at once (mean over seeds {hot['mean']:g})")
     else:
         c.print(f"completion time: {format_time(t)}")
+    if "fidelity" in out:
+        c.print(f"fidelity: {out['fidelity']} ({escape(out['fidelity_reason'])})")
     if "busbw_GBps" in out and not isinstance(out["busbw_GBps"], dict):
         c.print(f"algbw {out['algbw_GBps']:.1f} GB/s, busbw {out['busbw_GBps']:.1f} GB/s "
                 f"({out['op']}, {out['ranks']} ranks, {out['algorithm']}, {out['channels']} channel(s))")

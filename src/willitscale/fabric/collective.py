@@ -54,13 +54,15 @@ class CollectiveReport:
 
 
 def simulate_collective(topology: Topology, op: Op | str, size: float, *, routing: Routing | None = None,
-                        reuse_phases: bool = True, **call_kwargs) -> CollectiveReport:
+                        reuse_phases: bool = True, fidelity: str = "auto", **call_kwargs) -> CollectiveReport:
     """Simulate one collective; keywords as :func:`~willitscale.fabric.traffic.collective_call`
-    (``gpus``, ``nodes``, ``algorithm``, ``placement``, ``channels``)."""
+    (``gpus``, ``nodes``, ``algorithm``, ``placement``, ``channels``); ``fidelity`` as
+    :func:`~willitscale.fabric.simulator.simulate`."""
     routing = routing or Routing()
     call = collective_call(topology, op, size, **call_kwargs)
     call = replace(call, algorithm=call.algorithm or _default(call.op))
-    res = simulate(topology, calls_traffic(topology, [call]), routing, reuse_phases=reuse_phases)
+    res = simulate(topology, calls_traffic(topology, [call]), routing, reuse_phases=reuse_phases,
+                   fidelity=fidelity)
     return CollectiveReport(call=call, routing=routing, completion_time=res.completion_time,
                             links=link_report(res), result=res)
 

@@ -107,15 +107,32 @@ class InFlight:
             self.due[changed] = end - DONE_TOL * self.size[changed] / rate
         self._compact()
 
+    @property
+    def new_flows(self) -> bool:
+        """Whether flows started since the rates were last brought up to date."""
+        return self._started
+
     def next_finish(self) -> float:
         """When the next flow finishes at the current rates (inf: none in flight)."""
         return float(self.end.min()) if self.end.size else np.inf
 
-    def finish_until(self, t: float) -> None:
-        """Finish every flow done by time ``t`` (to ``DONE_TOL`` of its bytes)."""
+    def next_step_end(self) -> float:
+        """When the next step's last flow finishes at the current rates (inf: none in flight)."""
+        t = np.inf
+        for b in self.blocks:
+            seg = self.end[b.first:b.first + b.matrix.shape[0]]
+            live = seg[seg < np.inf]  # finished and zero-byte rows have end = inf
+            if live.size:
+                t = min(t, float(live.max()))
+        return t
+
+    def finish_until(self, t: float, own_end: bool = False) -> None:
+        """Finish every flow done by time ``t`` (to ``DONE_TOL`` of its bytes); ``own_end``: a
+        flow's last byte left at its own finish time (at most ``t``), not at ``t``."""
         rows = (self.due <= t).nonzero()[0]  # due: when less than DONE_TOL of the bytes is left
         if not rows.size:
             return
+        left_at = np.minimum(self.end[rows], t) if own_end else None
         self.pool.finish(rows)
         self.end[rows] = self.due[rows] = np.inf
         np.subtract.at(self.count, self.pool.indices[entries_of(self.pool.indptr, rows)], 1)
@@ -125,11 +142,17 @@ class InFlight:
             starts = np.zeros(1, dtype=np.int64)
         else:
             starts = np.concatenate(([0], (owner[1:] != owner[:-1]).nonzero()[0] + 1))
-        for k, n, slowest in zip(owner[starts].tolist(), run_lengths(starts, rows.size).tolist(),
-                                 np.maximum.reduceat(lat, starts).tolist()):
+        if left_at is None:
+            last = np.full(starts.size, t)
+            slowest = np.maximum.reduceat(lat, starts)
+        else:  # t + slowest latency, with each flow's own finish time instead of t
+            last = np.maximum.reduceat(left_at, starts)
+            slowest = np.maximum.reduceat(left_at + lat, starts) - last
+        for k, n, end, slow in zip(owner[starts].tolist(), run_lengths(starts, rows.size).tolist(),
+                                   last.tolist(), slowest.tolist()):
             b = self._block[k]
             b.left -= n
-            b.arrival = max(b.arrival, t + (b.mean_latency if b.mean_latency is not None else slowest))
+            b.arrival = max(b.arrival, end + (b.mean_latency if b.mean_latency is not None else slow))
 
     def _compact(self) -> None:
         """Drop the rows of ended steps once they outnumber the rows of steps in flight."""

@@ -76,6 +76,38 @@ def progressive_filling(indptr: np.ndarray, indices: np.ndarray, data: np.ndarra
     rate = np.zeros(n)
     if n == 0:
         return rate
+    counts = np.diff(indptr)  # entries per unfrozen flow; a flow's entries are consecutive
+    crosses = counts > 0
+    flows, counts = np.arange(n)[crosses], counts[crosses]
+    starts = np.asarray(indptr[:-1], dtype=np.int64)[crosses]
+    link, frac = np.asarray(indices, dtype=np.int64), np.asarray(data, dtype=np.float64)
+    weight = np.bincount(link, weights=frac, minlength=m)
+    left = np.array(capacity, dtype=np.float64)
+    fill = np.full(m, np.inf)
+    np.divide(left, weight, out=fill, where=weight > _NO_WEIGHT)
+    blocked = np.zeros(m, dtype=bool)
+    while flows.size:
+        level = fill[link]
+        lowest = np.minimum.reduceat(level, starts)  # per unfrozen flow: its lowest link's level
+        lowest_e = np.repeat(lowest, counts)
+        blocked[:] = False  # a link with a neighbour filling lower is not a local minimum
+        blocked[link[lowest_e < level * (1 - _TIE)]] = True
+        freeze = np.logical_or.reduceat(~blocked[link], starts)  # flows on a local minimum
+        rate[flows[freeze]] = np.maximum(lowest[freeze], 0.0)
+        done = np.repeat(freeze, counts)
+        links, fr = link[done], frac[done]
+        # bincount, not np.subtract.at (several times faster; the sums differ only by rounding)
+        left -= np.bincount(links, weights=fr * np.maximum(lowest_e[done], 0.0), minlength=m)
+        weight -= np.bincount(links, weights=fr, minlength=m)
+        w = weight[links]
+        new = np.full(links.size, np.inf)
+        np.divide(left[links], w, out=new, where=w > _NO_WEIGHT)
+        fill[links] = new  # a link's repeats all get the same value
+        keep, rest = ~done, ~freeze
+        link, frac, flows, counts = link[keep], frac[keep], flows[rest], counts[rest]
+        starts = np.zeros(counts.size, dtype=np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+    return rate
     flow = np.repeat(np.arange(n), np.diff(indptr))  # entries of the unfrozen flows, flow by flow
     link, frac = np.asarray(indices, dtype=np.int64), np.asarray(data, dtype=np.float64)
     weight = np.bincount(link, weights=frac, minlength=m)

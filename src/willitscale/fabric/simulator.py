@@ -18,6 +18,23 @@ only the flows whose rates the starting and finishing flows can change. ``solver
 re-solves every flow in flight from scratch at every event instead, with the solver this
 simulator used before (:mod:`willitscale.fabric.maxmin_reference`): the same results, for tests
 and for the benchmark that measures the difference.
+
+Two fidelities (``fidelity=``):
+
+* ``exact``: the rates are re-solved at every event, a flow finishing included (the model above).
+* ``coarse``: the rates are re-solved only when flows *start* (a step begins). A flow that finishes
+  leaves its bandwidth unused until the next step of any stream starts; the other flows keep their
+  rates, so the events are the steps' ends (each step's last flow at the held rates), not every
+  flow's finish. The rates are always feasible (a held rate never exceeds what max-min gave
+  with more flows in flight). It is *not* a one-sided bound in general: max-min rates are not
+  monotone in the set of flows (a finishing flow can let a second flow rise and a third, sharing
+  a link with the second, fall; holding rates keeps the third faster), so a coarse time can be
+  below the exact one; ``tests/unit/test_fabric_fidelity.py`` builds such a case. It is exact
+  (the same completion time) for one stream whose steps are flows of equal size started
+  together, each step charged one latency after its last byte (the proof is in that test
+  file). docs/fabric.md "Speed" gives its measured error on training steps.
+* ``auto`` (default): ``coarse`` when more than :data:`COARSE_ABOVE_GPUS` GPUs send or receive, else
+  ``exact``. The result says which ran and why.
 """
 
 from __future__ import annotations
@@ -32,15 +49,21 @@ from willitscale.collectives.phases import Phase, Traffic
 from willitscale.config import FrozenMap
 from willitscale.errors import ConfigError
 from willitscale.fabric.inflight import Block, InFlight
-from willitscale.fabric.maxmin_incremental import IncrementalMaxMin
+from willitscale.fabric.maxmin_incremental import FullRefill, IncrementalMaxMin
 from willitscale.fabric.maxmin_reference import FullResolve
 from willitscale.topology.graph import Topology
 from willitscale.topology.routing import Balance, Router, Routing
 
-__all__ = ["SimulationResult", "simulate"]
+__all__ = ["COARSE_ABOVE_GPUS", "FIDELITIES", "SimulationResult", "choose_fidelity", "simulate"]
 
 #: the max-min solvers ``simulate`` can use: re-solve what an event touches, or everything
 SOLVERS = {"incremental": IncrementalMaxMin, "reference": FullResolve}
+FIDELITIES = ("auto", "exact", "coarse")
+#: ``auto`` runs ``coarse`` above this many GPUs in the traffic. The exact simulation's events
+#: grow faster than the GPUs on an oversubscribed fabric with ECMP (docs/fabric.md "Speed":
+#: issue 15's step takes 4 CPU s exact at 16,384 GPUs, 19 s at 32,768 and ~600 s at 65,536 on
+#: a 2-core machine), so 16,384 is the largest size that stays within seconds exactly.
+COARSE_ABOVE_GPUS = 16_384
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,6 +81,8 @@ class SimulationResult:
     steps_simulated: int  #: steps (phase repetitions) simulated event by event
     steps_reused: int  #: steps skipped by exact repetition
     flows_resolved: int = 0  #: flows whose rates those events re-computed, summed over events
+    fidelity: str = "exact"  #: ``exact`` or ``coarse`` (module docstring)
+    fidelity_reason: str = ""  #: why that fidelity ran
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stream_times", FrozenMap(dict(self.stream_times)))
@@ -81,11 +106,15 @@ class _StreamState:
 
 
 class _Engine:
-    def __init__(self, topology: Topology, traffic: Traffic, routing: Routing, reuse: bool, solver: str):
+    def __init__(self, topology: Topology, traffic: Traffic, routing: Routing, reuse: bool, solver: str,
+                 coarse: bool = False):
         self.topo, self.traffic, self.routing, self.reuse = topology, traffic, routing, reuse
+        self.coarse = coarse
         self.router = Router(topology)
         self.routes: dict[int, tuple[csr_matrix, np.ndarray]] = {}
-        self.flight = InFlight(topology.link_capacity, SOLVERS[solver])
+        # coarse: every solve follows many finishes and starts, and nearly every rate changes
+        pool = FullRefill if coarse and solver == "incremental" else SOLVERS[solver]
+        self.flight = InFlight(topology.link_capacity, pool)
         self.states = [_StreamState(ready=s.start) for s in traffic.streams]
         self.t = 0.0
         self.simulated = self.reused = 0
@@ -167,14 +196,16 @@ class _Engine:
         self.seen[key] = (self.t, reps + m * dr, link_bytes.copy(), self.simulated)
 
     def _advance(self) -> None:
-        """Rates at this event, then on to the next: a flow finishing or a stream starting."""
-        self.flight.solve(self.t)
-        t = self.flight.next_finish()
+        """Rates at this event, then on to the next: a flow finishing or a stream starting
+        (coarse: rates only when flows started, and on to the next step's end or start)."""
+        if not self.coarse or self.flight.new_flows:
+            self.flight.solve(self.t)
+        t = self.flight.next_step_end() if self.coarse else self.flight.next_finish()
         waiting = [st.ready for st in self.states if not st.done and not st.running]
         if waiting and min(waiting) < t:
             t = min(waiting)
         self.t = t
-        self.flight.finish_until(t)
+        self.flight.finish_until(t, own_end=self.coarse)
         self._end_steps()
 
     def _end_steps(self) -> None:
@@ -191,24 +222,49 @@ class _Engine:
 
 
 def simulate(topology: Topology, traffic: Traffic, routing: Routing | None = None, *,
-             reuse_phases: bool = True, solver: str = "incremental") -> SimulationResult:
+             reuse_phases: bool = True, solver: str = "incremental", fidelity: str = "auto") -> SimulationResult:
     """Simulate ``traffic`` on ``topology`` routed by ``routing`` (default ECMP, seed 0).
 
     Deterministic: the same inputs (including ``routing.seed``) give the same result.
-    ``solver``: ``incremental`` (default) or ``reference`` (see the module docstring).
+    ``solver``: ``incremental`` (default) or ``reference``; ``fidelity``: ``auto`` (default),
+    ``exact`` or ``coarse`` (see the module docstring).
     """
     routing = routing or Routing()
     if solver not in SOLVERS:
         raise ConfigError("solver", solver, "one of " + ", ".join(SOLVERS))
+    fidelity, reason = choose_fidelity(fidelity, _gpus_in(traffic))
     if traffic.max_gpu() >= topology.gpus:
         raise ConfigError("traffic", f"GPU {traffic.max_gpu()}", f"GPU indices below {topology.gpus} "
                           f"(the {topology.kind} fabric has {topology.gpus} GPUs)")
-    eng = _Engine(topology, traffic, routing, reuse_phases, solver)
+    eng = _Engine(topology, traffic, routing, reuse_phases, solver, coarse=fidelity == "coarse")
     eng.run()
     ends = {s.name: st.end for s, st in zip(traffic.streams, eng.states)}
     f = eng.flight
     return SimulationResult(
         completion_time=max(ends.values()), stream_times=ends, link_bytes=f.link_bytes,
         link_peak_flows=f.peak, topology=topology, traffic=traffic, routing=routing,
-        solves=f.solves, steps_simulated=eng.simulated, steps_reused=eng.reused, flows_resolved=f.resolved)
+        solves=f.solves, steps_simulated=eng.simulated, steps_reused=eng.reused, flows_resolved=f.resolved,
+        fidelity=fidelity, fidelity_reason=reason)
+
+
+def _gpus_in(traffic: Traffic) -> int:
+    """How many distinct GPUs send or receive in ``traffic``."""
+    seen = np.zeros(traffic.max_gpu() + 1, dtype=bool)
+    for stream in traffic.streams:
+        for p in stream.phases:
+            seen[p.src] = True
+            seen[p.dst] = True
+    return int(np.count_nonzero(seen))
+
+
+def choose_fidelity(fidelity: str, gpus: int) -> tuple[str, str]:
+    """``(exact or coarse, why)`` for a requested ``fidelity`` and traffic over ``gpus`` GPUs."""
+    if fidelity not in FIDELITIES:
+        raise ConfigError("fidelity", fidelity, "one of " + ", ".join(FIDELITIES))
+    if fidelity != "auto":
+        return fidelity, f"asked for ({fidelity})"
+    if gpus > COARSE_ABOVE_GPUS:
+        return "coarse", (f"{gpus:,} GPUs > {COARSE_ABOVE_GPUS:,}: rates re-solved when steps start, not "
+                          "at every flow's finish (--fidelity exact forces the exact simulation)")
+    return "exact", f"{gpus:,} GPUs <= {COARSE_ABOVE_GPUS:,}: every flow's finish re-solves the rates"
 
