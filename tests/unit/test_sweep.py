@@ -347,3 +347,15 @@ def test_fabric_simulate_step_jobs_and_incast_seeds_on_two_workers_print_what_on
         assert code1 == code2 == 0, (err1, err2)
         assert one == two
         assert '"worst_seed"' in one
+
+
+def test_a_fabric_row_names_the_fidelity_that_ran(tmp_path):
+    # 32 servers x 8 GPUs = 256 GPUs: auto runs the exact simulation (coarse is above 16,384 GPUs);
+    # a point asking for coarse gets coarse, and the fidelity_ran column says which ran
+    grid = parse_grid({"kind": "fabric", "fixed": {"nodes": 32, "size": "64MB"},
+                       "grid": {"fidelity": ["auto", "coarse"]}})
+    out = tmp_path / "rows.csv"
+    run_sweep(grid, open_rows(out, columns_of(grid)))
+    with out.open() as f:
+        ran = {r["fidelity"]: r["fidelity_ran"] for r in csv.DictReader(f)}
+    assert ran == {"auto": "exact", "coarse": "coarse"}

@@ -6,6 +6,8 @@ alone when the grid is read) and the row of results it gives.
   ``routing`` and, with ``traffic = "collective"`` (the default), one ``collective`` of ``size``
   over every GPU, or with ``traffic = "step"`` one training step's TP/CP/EP/PP/DP traffic
   (degrees, ``*_bytes``, ``*_count``, ``order``). Seeded: the seed is the routing's hash seed.
+  ``fidelity`` (``auto``, ``exact``, ``coarse``) as ``fabric simulate --fidelity``; the row's
+  ``fidelity_ran`` column says which one ran (``auto`` runs coarse above 16,384 GPUs).
 * ``estimate``: ``willitscale estimate`` of a scenario given by the settings of a scenario file
   (:data:`willitscale.scenario.settings.SETTINGS`, flat: ``model``, ``gpu``, ``nodes``, ``tp``, ...).
 
@@ -102,11 +104,12 @@ FABRIC_SETTINGS: dict[str, Callable[..., Any]] = {
     "placement": _text(),
     **{f"{d}_bytes": _size for d in ("tp", "cp", "ep", "pp", "dp")},
     "order": _text(),
+    "fidelity": _text(("auto", "exact", "coarse")),
 }
 _TOPOLOGY_PARAMS = ("k", "tiers", "nodes", "gpus_per_node", "radix", "spines", "groups", "routers_per_group",
                     "global_links", "nodes_per_router", "oversubscription", "top_oversubscription", "dims")
 _FABRIC_COLUMNS = ("completion_time_s", "busbw_GBps", "stream_times_s", "max_link_utilization",
-                   "mean_link_utilization", "steps_simulated", "solves")
+                   "mean_link_utilization", "steps_simulated", "solves", "fidelity_ran")
 
 
 def _fabric_topology(s: Mapping[str, Any]):
@@ -141,20 +144,21 @@ def _fabric_row(settings: Mapping[str, Any], seed: int | None) -> dict[str, Any]
     s = {name: FABRIC_SETTINGS[name](value, field=name) for name, value in settings.items()}
     topo = _fabric_topology(s)
     routing = parse_routing(s.get("routing", "ecmp"), seed=seed or 0, pxn=s.get("pxn", False))
-    busbw = None
+    busbw, fidelity = None, s.get("fidelity", "auto").lower()
     if s.get("traffic", "collective") == "step":
-        res = simulate(topo, _step_traffic(topo, s), routing)
+        res = simulate(topo, _step_traffic(topo, s), routing, fidelity=fidelity)
     else:
         if "size" not in s:
             raise ConfigError("size", None, "the collective's size with a unit, e.g. '1GB' (traffic = 'collective')")
         kw = {k: s[k] for k in ("algorithm", "placement", "channels") if k in s}
-        rep = simulate_collective(topo, s.get("collective", "all_reduce"), s["size"], routing=routing, **kw)
+        rep = simulate_collective(topo, s.get("collective", "all_reduce"), s["size"], routing=routing,
+                                  fidelity=fidelity, **kw)
         res, busbw = rep.result, rep.busbw / 1e9
     links = link_report(res)
     return {"completion_time_s": res.completion_time, "busbw_GBps": busbw,
             "stream_times_s": ";".join(f"{k}={v!r}" for k, v in res.stream_times.items()),
             "max_link_utilization": links.max_utilization, "mean_link_utilization": links.mean_utilization,
-            "steps_simulated": res.steps_simulated, "solves": res.solves}
+            "steps_simulated": res.steps_simulated, "solves": res.solves, "fidelity_ran": res.fidelity}
 
 
 _ESTIMATE_COLUMNS = ("step_time_s", "mfu", "tokens_per_s", "memory_per_gpu_bytes", "fits_in_memory",
