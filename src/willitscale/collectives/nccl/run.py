@@ -82,9 +82,7 @@ def achieved_times(pairs, size, achieved: Achieved = ACHIEVED, *, gpus_per_proce
     total = pair_times(pairs, size)
     rows = []
     for pair, t in zip(pairs, total, strict=True):
-        latency = np.where(size >= pair.plateau_bytes, pair.latency * pair.plateau_factor, pair.latency)
-        plugin = np.where(size >= pair.plateau_bytes, pair.plugin_latency * pair.plateau_factor,
-                          pair.plugin_latency)
+        latency, plugin = pair.latency_at(size)
         T = t - latency
         lat = achieved.latency_factor[pair.protocol] * (latency - plugin) + achieved.plugin_latency_factor * plugin
         ramp = achieved.ramp * latency * T / np.maximum(T + achieved.ramp_width * latency, 1e-300)
