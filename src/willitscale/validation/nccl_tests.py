@@ -52,7 +52,9 @@ class Setup:
     processes: int | None = None  #: processes per node when one process drove several GPUs
     nic: str | None = None  #: a NIC other than the preset's, as the source states
     nics: int | None = None
-    algorithm: str | None = None  #: NCCL_ALGO the source set
+    #: the NCCL environment settings the source states and the model applies ((KEY, VALUE)
+    #: pairs; collectives/nccl/env.py), NCCL_ALGO among them
+    nccl_env: tuple[tuple[str, str], ...] = ()
     collnet: bool = False  #: SHARP / CollNet enabled by the source
     note: str = ""
 
@@ -95,7 +97,10 @@ class Row:
 
 
 def _setup(data: dict) -> Setup:
-    return Setup(**{k: v for k, v in data.items() if k in Setup.__slots__})
+    fields = {k: v for k, v in data.items() if k in Setup.__slots__}
+    if "nccl_env" in fields:
+        fields["nccl_env"] = tuple((str(k), str(v)) for k, v in fields["nccl_env"].items())
+    return Setup(**fields)
 
 
 @cache
