@@ -32,7 +32,7 @@ channel rule (1) is built on: two channels per NVLink, so one channel is given h
 NVLink bandwidth (``nvlink_bw / 2``: 10 GB/s on A100, topo.h 19-24); over PCIe half the path;
 across nodes NCCL_P2P_PER_CHANNEL_NET_BW (14 GB/s) per channel. The sum is capped by the path
 (NCCL's GPU-to-GPU path bandwidth inside a node; across nodes also the GPU's NICs). LL moves
-8 data bytes in 16 (half the bandwidth, as NCCL's ring LL, tuning.cc 327).
+8 data bytes in 16 (half the bandwidth, as NCCL's ring LL, tuning.cc 326).
 """
 
 from __future__ import annotations
