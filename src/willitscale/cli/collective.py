@@ -43,6 +43,11 @@ def register(subparsers) -> None:
     p.add_argument("--protocol", help="with --backend nccl: LL, LL128 or Simple (as NCCL_PROTO)")
     p.add_argument("--gpus-per-process", help="with --backend nccl: GPUs one process drives "
                    "(nccl-tests -g; default 1, as torchrun)")
+    p.add_argument("--nccl-env", action="append", metavar="KEY=VALUE",
+                   help="with --backend nccl: an NCCL environment setting the model applies, as NCCL "
+                   "does (repeatable): NCCL_ALGO, NCCL_PROTO, NCCL_MIN_CTAS, NCCL_MAX_CTAS, "
+                   "NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS and the p2p ones (docs/collectives.md); "
+                   "any other key is refused")
     p.add_argument("--sharp", action="store_true", help="with --backend nccl: in-network reduction "
                    "on InfiniBand (SHARP via CollNet, NCCL_COLLNET_ENABLE=1)")
     p.add_argument("--device", choices=("cuda", "cpu"), help="with --backend gloo: where the "
@@ -180,7 +185,8 @@ def _backend(args) -> str:
     from willitscale.errors import ConfigError
 
     nccl_flags = [f for f, v in (("--protocol", args.protocol), ("--gpus-per-process", args.gpus_per_process),
-                                 ("--sharp", args.sharp or None), ("--calibration", args.calibration))
+                                 ("--sharp", args.sharp or None), ("--calibration", args.calibration),
+                                 ("--nccl-env", getattr(args, "nccl_env", None)))
                   if v is not None]
     named = (args.algorithm or "").strip().lower().replace("-", "_")
     backend = args.backend or ("nccl" if args.node is not None or nccl_flags or named in _NCCL_ONLY

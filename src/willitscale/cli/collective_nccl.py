@@ -22,8 +22,15 @@ def _system(args, ranks: int):
     if ranks % per_node:
         raise ConfigError("--ranks", ranks, f"at most {node.gpus_per_node} or a multiple of it "
                           f"(whole {node.name} nodes)")
-    system, notes = nccl_system(node, ranks=ranks, ranks_per_node=per_node, collnet=args.sharp)
-    return node, system, list(notes)
+    from willitscale.collectives.nccl.env import parse_nccl_env
+
+    env = parse_nccl_env(getattr(args, "nccl_env", None))
+    system, notes = nccl_system(node, ranks=ranks, ranks_per_node=per_node, collnet=args.sharp, env=env)
+    notes = list(notes)
+    if env.text:
+        notes.append(f"NCCL environment: {env.describe()} (applied where NCCL applies it: "
+                     "docs/collectives.md, 'NCCL environment settings')")
+    return node, system, notes
 
 
 def _gpus_per_process(args, system) -> int:
@@ -37,11 +44,14 @@ def _gpus_per_process(args, system) -> int:
 def _pair_json(choice, j: int, k: int, factor: float) -> dict:
     pair, size = choice.pairs[j], float(choice.size[k])
     t = float(choice.achieved[j, k])
+    bandwidth, channels = pair.bandwidth, pair.channels
+    if pair.ladder is not None:  # point-to-point: NCCL's channels for this size
+        bandwidth, channels = float(pair.ladder.bandwidth(size)), int(pair.ladder.channels(size))
     return {"algorithm": pair.algorithm.value, "protocol": pair.protocol.label,
             "time_s": t, "nccl_model_time_s": float(choice.predicted[j, k]),
             "algbw_GBps": size / t / 1e9, "busbw_GBps": size / t * factor / 1e9,
-            "nccl_latency_us": pair.latency * 1e6, "nccl_algbw_GBps": pair.bandwidth / 1e9,
-            "channels": pair.channels}
+            "nccl_latency_us": float(pair.latency_at(size)[0]) * 1e6, "nccl_algbw_GBps": bandwidth / 1e9,
+            "channels": channels}
 
 
 def nccl_result(choice, k: int, node, notes) -> dict:
@@ -57,7 +67,8 @@ def nccl_result(choice, k: int, node, notes) -> dict:
     out = {"op": op.value, "size_bytes": float(choice.size[k]), "ranks": system.ranks, "backend": "nccl",
            "node": node.name, "nodes": system.nodes, "ranks_per_node": system.ranks_per_node,
            **pick, "runners_up": [_pair_json(choice, j, k, factor) for j in order[1:]],
-           "forced": choice.forced,
+           "forced": choice.forced, "nccl_env": dict(system.env.text),
+           "runtime_channels": choice.graphs.runtime_channels,
            "graphs": {"ring": graphs.ring.describe(), "tree": graphs.tree.describe(),
                       "nvls": graphs.nvls.describe() if graphs.nvls else None},
            "model": f"pick by {NCCL_VERSION}'s tuning model; time = that pair's achieved time "

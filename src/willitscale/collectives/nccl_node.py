@@ -14,6 +14,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from willitscale.collectives.nccl import tables as T
+from willitscale.collectives.nccl.env import NcclEnv
 from willitscale.collectives.nccl.system import NcclSystem
 from willitscale.errors import ConfigError
 from willitscale.hardware.model import LinkKind, Node
@@ -24,24 +25,17 @@ _NVLINK_KINDS = (LinkKind.NVLINK, LinkKind.NVSWITCH)
 _PCIE_GEN_BY_SIGNALING = {8e9: 3, 16e9: 4, 32e9: 5, 64e9: 6}
 
 
-def _nvlink_link_bw(cc: float) -> float:
-    """NCCL's bandwidth of one NVLink for compute capability ``cc`` (topo.h 19-24, 274-282)."""
-    if cc == 8.6:
-        return T.NVLINK_LINK_BW[8.6]
-    known = [k for k in T.NVLINK_LINK_BW if k != 8.6 and k <= cc]
-    return T.NVLINK_LINK_BW[max(known)] if known else T.NVLINK_LINK_BW[6.0]
-
-
-def _intra(node: Node, cc: float) -> tuple[str, float, float]:
-    """(link type, GB/s one GPU sends inside the node, GB/s of the best GPU-to-GPU path)."""
+def _intra(node: Node, cc: float) -> tuple[str, float, float, float | None]:
+    """(link type, GB/s one GPU sends inside the node, GB/s of the best GPU-to-GPU path, GB/s of
+    one GPU link as NCCL rates it (None over PCIe))."""
     link = node.intra_link
     usable = node.usable_intra_bandwidth / link.bandwidth  # a full mesh with fewer GPUs in use
     if link.kind is LinkKind.PCIE:
         gen = _PCIE_GEN_BY_SIGNALING.get(link.signaling_rate or 0.0, 4)
         bw = T.PCIE_X16_BW[gen]
-        return "pci", bw, bw
+        return "pci", bw, bw, None
     if link.kind in _NVLINK_KINDS and link.links:
-        per_link = _nvlink_link_bw(cc)
+        per_link = T.nvlink_link_bw(cc)
         total = link.links * per_link * usable
     else:  # Infinity Fabric and other GPU links: the catalog's achievable fraction
         per_link = link.link_bandwidth * link.efficiency / 1e9
@@ -53,7 +47,7 @@ def _intra(node: Node, cc: float) -> tuple[str, float, float]:
         path = 2 * per_link  # DGX-1: at most two NVLinks join a pair
     else:
         path = total
-    return "nvlink", total, path
+    return "nvlink", total, path, per_link
 
 
 @lru_cache(maxsize=64)
@@ -75,13 +69,14 @@ def _measured_share(link) -> float:
 
 
 def nccl_system(node: Node, *, ranks: int, ranks_per_node: int, net_share: float | None = None,
-                collnet: bool = False) -> tuple[NcclSystem, tuple[str, ...]]:
+                collnet: bool = False, env: NcclEnv | None = None) -> tuple[NcclSystem, tuple[str, ...]]:
     """The communicator NCCL would build on ``node``s, and the assumptions made.
 
     ``net_share`` is the fraction of the node's network devices the communicator's ranks use
     (default ``ranks_per_node / gpus_per_node``: each GPU drives the NICs nearest it; the
     estimate passes its placement's share when several groups share a node's NICs).
     ``collnet``: SHARP / CollNet enabled (NCCL_COLLNET_ENABLE=1 with a plugin; off by default).
+    ``env``: the NCCL environment settings the communicator runs with (:mod:`.nccl.env`).
     """
     if ranks_per_node > node.gpus_per_node:
         raise ConfigError("ranks_per_node", ranks_per_node, f"at most {node.gpus_per_node} (GPUs per node)")
@@ -96,7 +91,7 @@ def nccl_system(node: Node, *, ranks: int, ranks_per_node: int, net_share: float
         notes.append(f"{node.name}'s CPU is not in the catalog: NCCL's Intel rows are used")
     if cpu == "arm":
         cpu = "other"
-    intra, gpu_bw, path_bw = _intra(node, cc)
+    intra, gpu_bw, path_bw, link_bw = _intra(node, cc)
     devices = node.nccl_net_devices or node.nics
     device_bw = node.nics * node.nic.bandwidth / devices / 1e9  # speed_Mbps / 8000
     slow_nic, slow_intra = _measured_share(node.nic), _measured_share(node.intra_link)
@@ -106,6 +101,7 @@ def nccl_system(node: Node, *, ranks: int, ranks_per_node: int, net_share: float
                      f"usually reaches more: NCCL's network bandwidth x {slow_nic:.2f}")
     if slow_intra < 1:
         gpu_bw, path_bw = gpu_bw * slow_intra, path_bw * slow_intra
+        link_bw = link_bw * slow_intra if link_bw else link_bw
         notes.append(f"{node.intra_link.name}: {node.intra_link.efficiency:g} of its rate achieved "
                      f"where its kind usually reaches more: NCCL's intra-node bandwidth x {slow_intra:.2f}")
     share = ranks_per_node / node.gpus_per_node if net_share is None else float(net_share)
@@ -119,5 +115,6 @@ def nccl_system(node: Node, *, ranks: int, ranks_per_node: int, net_share: float
         nvswitch=node.intra_topology == "nvswitch",
         in_switch_reduction=bool(switch is not None and switch.in_network_reduction),
         net_devices=devices * share, net_device_GBps=device_bw, pcie_GBps=pcie,
-        net_latency_us=node.net_plugin_latency * 1e6, cpu=cpu, collnet=collnet)
+        net_latency_us=node.net_plugin_latency * 1e6, cpu=cpu, collnet=collnet,
+        nvlink_GBps=link_bw, env=env if env is not None else NcclEnv())
     return system, tuple(notes)

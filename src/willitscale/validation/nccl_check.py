@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from willitscale.collectives.metrics import busbw_factor
+from willitscale.collectives.nccl.env import parse_nccl_env
 from willitscale.collectives.nccl.run import ACHIEVED, Achieved, nccl_choice
 from willitscale.collectives.nccl_node import nccl_system
 from willitscale.collectives.ops import Op
@@ -52,7 +53,8 @@ class Prediction:
 
 
 def system_for(sweep: Sweep):
-    """The communicator the sweep ran, as NCCL sees it (its setup; no numbers are read)."""
+    """The communicator the sweep ran, as NCCL sees it (its setup, the NCCL settings it states;
+    no numbers are read)."""
     st = sweep.setup
     node = get_node(st.preset)
     if st.nic:
@@ -60,7 +62,8 @@ def system_for(sweep: Sweep):
     if st.ranks_per_node != node.gpus_per_node:
         node = replace(node, gpus_per_node=st.ranks_per_node,
                        board_gpus=max(node.board_gpus, st.ranks_per_node))
-    system, _ = nccl_system(node, ranks=sweep.ranks, ranks_per_node=st.ranks_per_node, collnet=st.collnet)
+    system, _ = nccl_system(node, ranks=sweep.ranks, ranks_per_node=st.ranks_per_node, collnet=st.collnet,
+                            env=parse_nccl_env(dict(st.nccl_env)))
     return system
 
 
@@ -74,7 +77,7 @@ def predict_sweep(sweep: Sweep, achieved: Achieved = ACHIEVED) -> list[Predictio
     if not rows:
         return []
     choice = nccl_choice(OPS[sweep.op], [r.size_bytes for r in rows], system_for(sweep),
-                         algorithm=sweep.setup.algorithm, gpus_per_process=_gpus_per_process(sweep),
+                         gpus_per_process=_gpus_per_process(sweep),
                          achieved=achieved)
     k = np.arange(len(rows))
     return [Prediction(sweep=sweep, row=r, pair=choice.pairs[int(choice.index[i])].name,

@@ -37,7 +37,7 @@ def _cases():
             continue
         rows = [r for r in sweep.rows if r.stable]
         choice = nccl_choice(OPS[sweep.op], [r.size_bytes for r in rows], system_for(sweep),
-                             algorithm=sweep.setup.algorithm, gpus_per_process=_gpus_per_process(sweep))
+                             gpus_per_process=_gpus_per_process(sweep))
         measured = np.array([r.time_us * 1e-6 for r in rows])
         out.append((choice, measured, _gpus_per_process(sweep)))
     return out

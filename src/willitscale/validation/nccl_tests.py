@@ -20,8 +20,8 @@ from importlib import resources
 from willitscale.config import load_toml
 from willitscale.errors import ConfigError
 
-__all__ = ["BANDS", "Row", "Sweep", "band_of", "derive_split", "load_sweeps", "rows",
-           "STABILITY_TOLERANCE"]
+__all__ = ["BANDS", "FROZEN_SPLIT", "Row", "Sweep", "band_of", "derive_split", "load_sweeps", "parity_side",
+           "rows", "rule3_split", "STABILITY_TOLERANCE"]
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -52,7 +52,9 @@ class Setup:
     processes: int | None = None  #: processes per node when one process drove several GPUs
     nic: str | None = None  #: a NIC other than the preset's, as the source states
     nics: int | None = None
-    algorithm: str | None = None  #: NCCL_ALGO the source set
+    #: the NCCL environment settings the source states and the model applies ((KEY, VALUE)
+    #: pairs; collectives/nccl/env.py), NCCL_ALGO among them
+    nccl_env: tuple[tuple[str, str], ...] = ()
     collnet: bool = False  #: SHARP / CollNet enabled by the source
     note: str = ""
 
@@ -95,7 +97,10 @@ class Row:
 
 
 def _setup(data: dict) -> Setup:
-    return Setup(**{k: v for k, v in data.items() if k in Setup.__slots__})
+    fields = {k: v for k, v in data.items() if k in Setup.__slots__}
+    if "nccl_env" in fields:
+        fields["nccl_env"] = tuple((str(k), str(v)) for k, v in fields["nccl_env"].items())
+    return Setup(**fields)
 
 
 @cache
@@ -135,11 +140,44 @@ def is_unstable(time_us: float, inplace_time_us: float | None) -> bool:
     return abs(time_us - inplace_time_us) / min(time_us, inplace_time_us) > STABILITY_TOLERANCE
 
 
+#: Rule 3's assignment of the sources collected with the set (issue 12's research session), as
+#: committed with the rule: FROZEN by the amendment (rule 3a, the header of nccl_tests.toml),
+#: so that a source added later cannot move one of these between sides.
+FROZEN_SPLIT = {
+    "aws-adt-batch-readme": "fit", "aws-adt-nccl-readme": "fit", "azure-aml-ndv4-blog": "test",
+    "coreweave-nccl-tests": "fit", "deepops-network-operator": "test", "deepops-roce-k8s": "fit",
+    "deepops-slurm-perf": "fit", "dell-h200-openshift": "fit", "dstack-gcp": "test",
+    "dstack-lambda": "fit", "dstack-nebius": "fit", "google-dranet": "test",
+    "h100-nccl-howto": "test", "hetu-galvatron": "test", "li-plus-playground": "test",
+    "nccl-tests-309-gj-aion": "test",
+    "nccl-tests-309-qoofyk": "test", "nccl-tests-issue-290": "test", "oci-oke-readme-2024": "test",
+    "oci-oke-slurm-doc": "fit", "skypilot-nebius": "fit", "thanos-a100-notes": "fit",
+    "wutz-k8s-in-action": "fit", "ztan-a3mega": "fit",
+}
+
+
+def parity_side(source_id: str) -> str:
+    """Rule 3a for a source added after the frozen table: test when the first 8 hex digits of
+    sha256(source id) make an even number, else fit (as the compute split's rule 4)."""
+    return "test" if int(hashlib.sha256(source_id.encode()).hexdigest()[:8], 16) % 2 == 0 else "fit"
+
+
 def derive_split(sweeps=None) -> dict[str, str]:
-    """Rules 1-3 and 5 applied afresh: ``{source id: "fit" | "test"}`` for every source with
-    usable rows. A source's stratum is the one holding most of its usable rows (ties:
-    alphabetical); within a stratum, sources in ascending sha256 of their id: the first to fit,
-    each later one to the side with fewer usable rows so far (ties: test)."""
+    """The split by the rule as amended: ``{source id: "fit" | "test"}`` for every source with
+    usable rows. A source of :data:`FROZEN_SPLIT` keeps its side; any other goes by
+    :func:`parity_side` (rule 3a). :func:`rule3_split` is the original rule 3, which the frozen
+    table reproduces on the sources it holds."""
+    sweeps = load_sweeps() if sweeps is None else sweeps
+    usable = {s.source_id for s in sweeps if s.use}
+    return {source: FROZEN_SPLIT.get(source) or parity_side(source) for source in sorted(usable)}
+
+
+def rule3_split(sweeps=None) -> dict[str, str]:
+    """Rules 1-3 and 5 as first committed, applied afresh: ``{source id: "fit" | "test"}`` for
+    every source with usable rows. A source's stratum is the one holding most of its usable rows
+    (ties: alphabetical); within a stratum, sources in ascending sha256 of their id: the first to
+    fit, each later one to the side with fewer usable rows so far (ties: test). Re-run on a set
+    with a new source this can move an existing one (the row balance changes): hence rule 3a."""
     sweeps = load_sweeps() if sweeps is None else sweeps
     usable: dict[tuple[str, str], int] = {}
     for s in sweeps:

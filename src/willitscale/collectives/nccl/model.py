@@ -11,7 +11,8 @@ power of two of the size (tuning.cc 623-627), and a ring Simple all-reduce acros
 1.4x its latency once each rank's share of a channel reaches 64 bytes (tuning.cc 647-650).
 NCCL runs the pair with the least predicted time (ties to the earlier algorithm, then
 protocol). all_to_all and send/recv are point-to-point in NCCL and not in its model; for them
-:func:`nccl_costs` returns one ``P2P`` entry of our own (see :func:`_p2p`).
+:func:`nccl_costs` returns one ``P2P`` entry following NCCL's p2p schedule (:mod:`.p2p`: the
+channels a send uses grow with its size, so its bandwidth is a function of the size).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from willitscale.collectives.nccl import tables as T
+from willitscale.collectives.nccl.p2p import P2pLadder, p2p_ladder
 from willitscale.collectives.nccl.system import Graph, Graphs, NcclSystem, search_graphs
 from willitscale.collectives.nccl.tables import NcclAlgorithm as A
 from willitscale.collectives.nccl.tables import Protocol as P
@@ -47,6 +49,25 @@ class PairCost:
     tree_correction: int = 0  #: sizes (powers of two from 64 B) the tree correction covers; 0: none
     plateau_bytes: float = math.inf  #: from this size on the latency is x plateau_factor
     plateau_factor: float = 1.0
+    #: point-to-point only: NCCL's channels per send by size (``bandwidth`` is then the
+    #: saturated figure, every channel of a peer in use; :func:`pair_times` uses the ladder)
+    ladder: P2pLadder | None = None
+
+    ll_latency: float = 0.0  #: point-to-point only: seconds when a send goes by LL
+    ll_plugin_latency: float = 0.0  #: point-to-point only: the plugin's share of ``ll_latency``
+
+    def latency_at(self, size) -> tuple[np.ndarray, np.ndarray]:
+        """(latency, its plugin share), seconds, per size: x plateau_factor from plateau_bytes
+        on; a point-to-point send small enough for LL pays LL's latency."""
+        size = np.asarray(size, dtype=float)
+        on = size >= self.plateau_bytes
+        latency = np.where(on, self.latency * self.plateau_factor, self.latency)
+        plugin = np.where(on, self.plugin_latency * self.plateau_factor, self.plugin_latency)
+        if self.ladder is not None:
+            ll = self.ladder.is_ll(size)
+            latency = np.where(ll, self.ll_latency, latency)
+            plugin = np.where(ll, self.ll_plugin_latency, plugin)
+        return latency, plugin
 
     @property
     def name(self) -> str:
@@ -201,29 +222,45 @@ def _pair(op: Op, a: A, p: P, s: NcclSystem, g: Graphs) -> PairCost | None:
                     tree_correction=correction, plateau_bytes=plateau_bytes, plateau_factor=plateau)
 
 
+def _ladder(s: NcclSystem, g: Graphs) -> P2pLadder:
+    N, ppn = s.nodes, s.ranks_per_node
+    local_nics = max(1, int(s.net_devices // ppn)) if N > 1 else 0
+    return p2p_ladder(ranks=s.ranks, nodes=N, runtime_channels=g.runtime_channels, intra=s.intra,
+                      path_GBps=s.path_bandwidth_GBps,
+                      nvlink_GBps=s.nvlink_GBps or T.nvlink_link_bw(s.compute_capability),
+                      local_nics=local_nics, nic_GBps=s.net_device_GBps, pcie_GBps=s.pcie_GBps,
+                      arm_sm100=s.cpu == "other" and s.compute_capability >= 10.0, env=s.env)
+
+
 def _p2p(op: Op, s: NcclSystem, g: Graphs) -> PairCost:
-    """Our own model of NCCL's point-to-point ops (NCCL does not cost them): one round at the
-    ring Simple base latency plus one hop (NVLink/PCIe inside a node, the network's across),
-    at the ring graph's per-GPU bandwidth inside a node and the node's network devices across.
-    all_to_all moves ``(n-1)/n`` of a rank's buffer; across nodes the node's devices carry
-    ``ppn (n - ppn) / n`` of a buffer (every rank to every remote rank)."""
+    """NCCL's point-to-point ops (NCCL does not cost them): one round at the ring Simple base
+    latency plus one hop (NVLink/PCIe inside a node, the network's across) -- our own choice,
+    NCCL has no p2p latency -- at the bandwidth of NCCL's p2p schedule (:mod:`.p2p`).
+    send/recv: one send's ladder (channels by size). all_to_all moves ``(n-1)/n`` of a rank's
+    buffer, every peer at once on its own channels (NCCL gives each peer ``nChannelsMin``
+    channels so that all fit, enqueue.cc 1143-1146), so inside a node it runs at the saturated
+    p2p bandwidth; across nodes the node's devices carry ``ppn (n - ppn) / n`` of a buffer."""
     n, ppn, N = s.ranks, s.ranks_per_node, s.nodes
-    hop = T.HW_LATENCY["nvlink" if s.intra == "nvlink" else "pci"][A.RING][P.SIMPLE]
+    kind = "nvlink" if s.intra == "nvlink" else "pci"
+    hop = T.HW_LATENCY[kind][A.RING][P.SIMPLE]
+    ll_hop = T.HW_LATENCY[kind][A.RING][P.LL]
     if N > 1:
         hop = T.HW_LATENCY["net"][A.RING][P.SIMPLE] + 2 * s.net_latency_us
+        ll_hop = T.HW_LATENCY["net"][A.RING][P.LL] + s.net_latency_us
     latency = (T.BASE_LATENCY[A.RING][P.SIMPLE] + hop) * US
     plugin = 2 * s.net_latency_us * US if N > 1 else 0.0
-    intra_bw = g.ring.channels * g.ring.bw_intra * GB
-    devices = max(s.net_devices, 1e-9) * min(s.net_device_GBps, s.pcie_GBps) * GB
+    ladder = _ladder(s, g)
     if op is Op.SEND_RECV:
-        bw = intra_bw if N == 1 else min(intra_bw, devices / ppn * max(1.0, ppn))
-        return PairCost(algorithm=A.P2P, protocol=P.SIMPLE, latency=latency, bandwidth=bw,
-                        plugin_latency=plugin, channels=g.ring.channels)
-    inside = (ppn - 1) / n / intra_bw if ppn > 1 else 0.0  # seconds per byte of a buffer
+        return PairCost(algorithm=A.P2P, protocol=P.SIMPLE, latency=latency, bandwidth=ladder.saturated,
+                        plugin_latency=plugin, channels=ladder.channels_max, ladder=ladder,
+                        ll_latency=(T.BASE_LATENCY[A.RING][P.LL] + ll_hop) * US,
+                        ll_plugin_latency=s.net_latency_us * US if N > 1 else 0.0)
+    devices = max(s.net_devices, 1e-9) * min(s.net_device_GBps, s.pcie_GBps) * GB
+    inside = (ppn - 1) / n / ladder.saturated if ppn > 1 else 0.0  # seconds per byte of a buffer
     across = ppn * (n - ppn) / n / devices if N > 1 else 0.0
     per_byte = max(inside, across, 1e-30)
     return PairCost(algorithm=A.P2P, protocol=P.SIMPLE, latency=latency, bandwidth=1.0 / per_byte,
-                    plugin_latency=plugin, channels=g.ring.channels)
+                    plugin_latency=plugin, channels=ladder.channels_max)
 
 
 def nccl_costs(op: Op, system: NcclSystem, graphs: Graphs | None = None) -> tuple[PairCost, ...]:
@@ -256,7 +293,10 @@ def pair_times(pairs, size) -> np.ndarray:
     size = np.asarray(size, dtype=float)
     rows = []
     for pair in pairs:
-        latency = np.where(size >= pair.plateau_bytes, pair.latency * pair.plateau_factor, pair.latency)
-        bw = pair.bandwidth * (_correction(pair, size) if pair.tree_correction else 1.0)
+        latency = pair.latency_at(size)[0]
+        if pair.ladder is not None:
+            bw = pair.ladder.bandwidth(size)
+        else:
+            bw = pair.bandwidth * (_correction(pair, size) if pair.tree_correction else 1.0)
         rows.append(latency + size / bw)
     return np.stack(rows) if rows else np.zeros((0,) + size.shape)

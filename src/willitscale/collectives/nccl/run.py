@@ -82,9 +82,7 @@ def achieved_times(pairs, size, achieved: Achieved = ACHIEVED, *, gpus_per_proce
     total = pair_times(pairs, size)
     rows = []
     for pair, t in zip(pairs, total, strict=True):
-        latency = np.where(size >= pair.plateau_bytes, pair.latency * pair.plateau_factor, pair.latency)
-        plugin = np.where(size >= pair.plateau_bytes, pair.plugin_latency * pair.plateau_factor,
-                          pair.plugin_latency)
+        latency, plugin = pair.latency_at(size)
         T = t - latency
         lat = achieved.latency_factor[pair.protocol] * (latency - plugin) + achieved.plugin_latency_factor * plugin
         ramp = achieved.ramp * latency * T / np.maximum(T + achieved.ramp_width * latency, 1e-300)
@@ -169,6 +167,13 @@ def nccl_choice(op: Op | str, size, system: NcclSystem, *, algorithm: str | None
         raise ConfigError("gpus_per_process", gpus_per_process, f"an integer in 1..{system.ranks_per_node}")
     graphs = search_graphs(system)
     pairs = nccl_costs(op, system, graphs)
+    env = system.env
+    if env.algorithms is not None or env.protocols is not None:  # NCCL_ALGO / NCCL_PROTO
+        allowed = tuple(p for p in pairs if env.allows(p.algorithm, p.protocol))
+        if not allowed:
+            raise ConfigError(f"NCCL cannot run {op.value} with {env.describe()} on {system.ranks} ranks: "
+                              "it can run " + ", ".join(p.name for p in pairs))
+        pairs = allowed
     algo = parse_nccl_algorithm(algorithm) if algorithm else None
     proto = parse_protocol(protocol) if protocol else None
     pairs = _filter(pairs, algo, proto, op, system)
@@ -176,4 +181,5 @@ def nccl_choice(op: Op | str, size, system: NcclSystem, *, algorithm: str | None
     index = np.argmin(predicted, axis=0)  # strict: ties go to the first, as NCCL's
     return NcclChoice(op=op, system=system, graphs=graphs, pairs=pairs, size=size, predicted=predicted,
                       achieved=achieved_times(pairs, size, achieved, gpus_per_process=gpus_per_process),
-                      index=index, forced=algo is not None or proto is not None)
+                      index=index, forced=(algo is not None or proto is not None or env.algorithms is not None
+                                           or env.protocols is not None))

@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 from willitscale.collectives.nccl import tables as T
+from willitscale.collectives.nccl.env import NcclEnv
 from willitscale.errors import ConfigError
 
 __all__ = ["Graph", "Graphs", "NcclSystem", "search_graphs"]
@@ -57,6 +58,8 @@ class NcclSystem:
     cpu: str = "intel"
     collnet: bool = False  #: SHARP / CollNet enabled (NCCL_COLLNET_ENABLE=1 and a plugin)
     simple_only: bool = False  #: LL and LL128 off (e.g. EFA without in-order 128-byte delivery)
+    nvlink_GBps: float | None = None  #: one NVLink as NCCL rates it; None: NCCL's figure for the GPU
+    env: NcclEnv = NcclEnv()  #: the NCCL environment settings it runs with (:mod:`.env`)
 
     def __post_init__(self) -> None:
         for name in ("ranks", "ranks_per_node"):
@@ -73,6 +76,10 @@ class NcclSystem:
         for name in ("gpu_bandwidth_GBps", "path_bandwidth_GBps", "pcie_GBps"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"NcclSystem.{name}", getattr(self, name), "a number > 0")
+        if not isinstance(self.env, NcclEnv):
+            raise ConfigError("NcclSystem.env", self.env, "an NcclEnv (collectives.nccl.env.parse_nccl_env)")
+        if self.nvlink_GBps is not None and not self.nvlink_GBps > 0:
+            raise ConfigError("NcclSystem.nvlink_GBps", self.nvlink_GBps, "a number > 0 or None")
         if self.nodes > 1 and not (self.net_devices > 0 and self.net_device_GBps > 0):
             raise ConfigError("NcclSystem.net_device_GBps", self.net_device_GBps,
                               "a network speed > 0 for a communicator across nodes")
@@ -109,7 +116,7 @@ class Graphs:
     ring: Graph
     tree: Graph
     nvls: Graph | None  #: None where NVLS cannot run
-    runtime_channels: int  #: channels at run time (the ring plateau test reads them)
+    runtime_channels: int  #: channels at run time, ``comm->nChannels`` (the ring plateau test and p2p read them)
 
 
 def _family(cc: float) -> str:
@@ -207,4 +214,5 @@ def search_graphs(system: NcclSystem) -> Graphs:
     if (system.nodes > 1 and system.compute_capability >= 9.0 and ring.bw_intra > 45
             and runtime < 16):  # connect.cc 481-483
         runtime *= 2
+    runtime = system.env.runtime_channels(runtime)  # NCCL_MIN/MAX_CTAS, _NCHANNELS (connect.cc 501-505)
     return Graphs(ring=ring, tree=tree, nvls=_nvls(system), runtime_channels=runtime)

@@ -16,7 +16,7 @@ from enum import IntEnum, StrEnum
 __all__ = ["NcclAlgorithm", "Protocol", "Arch", "NCCL_VERSION", "BASE_LATENCY", "HW_LATENCY",
            "LL_MAX_BW", "PER_CH_MAX_RING_LL128", "PER_CH_MAX_TREE_LL128", "PER_CH_MAX_TREE",
            "PER_CH_MAX_NVLS_TREE", "NVLS_EFFICIENCY", "TREE_CORRECTION", "NVLINK_LINK_BW",
-           "PCIE_X16_BW", "SPEEDS_INTRA", "SPEEDS_INTER", "arch_of"]
+           "PCIE_X16_BW", "SPEEDS_INTRA", "SPEEDS_INTER", "arch_of", "nvlink_link_bw"]
 
 NCCL_VERSION = "NCCL v2.30.7-1 (commit 73cf112)"
 
@@ -142,6 +142,17 @@ TREE_CORRECTION_SIZES = 23
 #: NCCL's bandwidth of one NVLink, GB/s, by compute capability (topo.h 19-24, selected by
 #: ncclTopoNVLinkBw, topo.h 274-282): its achievable figure, ~82% of the 25 GB/s wire rate
 NVLINK_LINK_BW = {6.0: 18.0, 7.0: 20.0, 8.0: 20.0, 8.6: 12.0, 9.0: 20.6, 10.0: 40.1}
+
+
+def nvlink_link_bw(cc: float) -> float:
+    """NCCL's bandwidth of one NVLink for compute capability ``cc``, GB/s (topo.h 19-24,
+    ncclTopoNVLinkBw topo.h 274-282): sm86 its own row, otherwise the newest row at or below."""
+    if cc == 8.6:
+        return NVLINK_LINK_BW[8.6]
+    known = [k for k in NVLINK_LINK_BW if k != 8.6 and k <= cc]
+    return NVLINK_LINK_BW[max(known)] if known else NVLINK_LINK_BW[6.0]
+
+
 #: PCIe x16 bandwidth, GB/s, by generation: width x code / 80 with codes 60/120/240/480 for
 #: Gen3..Gen6 (topo.cc 545-556, 650-658)
 PCIE_X16_BW = {3: 12.0, 4: 24.0, 5: 48.0, 6: 96.0}
