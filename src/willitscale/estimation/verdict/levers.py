@@ -29,8 +29,8 @@ estimate, its fixes, ``requirements`` and the planner use the same numbers. The 
 question run as the rows of **one** batch whose links take a factor per row
 (:meth:`~willitscale.collectives.lines.ClusterLinks.with_plan_scale`, :func:`probe_outcomes`):
 :func:`limiting_level`'s two doublings in one pass, :func:`least_factor`'s bisection
-:data:`LOOKAHEAD` levels of its tree per pass (the same midpoints, walked in the same order, so the
-same answer as one run per probe). A measured all-reduce's factor and a simulated fabric
+:data:`LOOKAHEAD` levels of its tree per pass, the first pass with the range's two ends (the same
+midpoints, walked in the same order, so the same answer as one run per probe). A measured all-reduce's factor and a simulated fabric
 (``--network flow``) are applied per probe instead (:func:`scaled_context`, one run each).
 """
 
@@ -60,8 +60,11 @@ _PROBE = 2.0
 BANDWIDTH_RANGE = 1e4
 #: ... to this relative tolerance: 0.1%, below the 3 significant digits every figure prints
 BANDWIDTH_RTOL = 1e-3
-#: bisection levels :func:`least_factor` evaluates per engine pass (2**LOOKAHEAD - 1 probes)
-LOOKAHEAD = 4
+#: bisection levels :func:`least_factor` evaluates per engine pass (2**LOOKAHEAD - 1 probes; 127
+#: rows + the range's two ends stay under the engine's :data:`~willitscale.step.engine.MEMO_PLANS`,
+#: so a pass costs about a run of one plan: a search to 0.1% over 1e-4..1e4, 15 levels, takes
+#: 3 passes where 4 levels per pass took 5)
+LOOKAHEAD = 7
 
 
 def exposed_share(exposed, step):
@@ -216,15 +219,17 @@ def least_factor(ctx, batch, levels, *, share: float = EXPOSED_SHARE_LIMIT, lo: 
     def at(factors) -> list[Outcome]:
         return probe_outcomes(ctx, batch, [{level: f for level in levels} for f in factors])
 
-    top, bottom = at([hi, lo])
+    # the range's ends and the first LOOKAHEAD levels of the bisection in one pass (the tree's
+    # probes are wasted when an end already answers: cheaper than a pass of their own)
+    tree = _bisection_tree(lo, hi, rtol, LOOKAHEAD)
+    top, bottom, *rest = at([hi, lo] + [mid for _, _, mid in tree])
     if top.share > share:
         return None, top
     if bottom.share <= share:
         return lo, bottom
     best = top
     while hi / lo > 1 + rtol:
-        tree = _bisection_tree(lo, hi, rtol, LOOKAHEAD)
-        outs = dict(zip([(a, b) for a, b, _ in tree], at([mid for _, _, mid in tree])))
+        outs = dict(zip([(a, b) for a, b, _ in tree], rest))
         for _ in range(LOOKAHEAD):  # the walk the one-probe-per-run bisection takes
             if not hi / lo > 1 + rtol:
                 break
@@ -233,6 +238,8 @@ def least_factor(ctx, batch, levels, *, share: float = EXPOSED_SHARE_LIMIT, lo: 
                 hi, best = mid, out
             else:
                 lo = mid
+        tree = _bisection_tree(lo, hi, rtol, LOOKAHEAD)
+        rest = at([mid for _, _, mid in tree]) if tree else []
     return hi, best
 
 
