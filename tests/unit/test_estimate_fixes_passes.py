@@ -94,3 +94,19 @@ def test_variants_of_one_geometry_placed_once_equal_a_mixed_batch(name):
     for field in _FIELDS:
         assert np.array_equal(np.asarray(getattr(mixed, field))[:n],
                               np.asarray(getattr(alone, field))), field
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_variants_equal_each_plan_run_alone(name):
+    """Rows that share their bucket tail's inputs (more gradient accumulation leaves the last
+    backward as it is) are timed once (``tail._distinct_rows``): each row must still equal its
+    plan run as a batch of one."""
+    scenario = _fitted(name)
+    plan, ctx = scenario.plan, make_context(scenario)
+    variants = _joined(_variants(plan, grad_accum=np.arange(plan.grad_accum + 1, plan.grad_accum + 200)),
+                       _variants(plan, micro_batch=plan.micro_batch * np.arange(2, 12)))
+    together = run(ctx, variants)
+    for i in (0, 1, 57, 198, 199, 200, len(variants) - 1):
+        alone = run(ctx, variants.take(np.array([i])))
+        for field in _FIELDS:
+            assert np.asarray(getattr(together, field))[i] == np.asarray(getattr(alone, field))[0], (i, field)
