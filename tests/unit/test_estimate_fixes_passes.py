@@ -110,3 +110,21 @@ def test_variants_equal_each_plan_run_alone(name):
         alone = run(ctx, variants.take(np.array([i])))
         for field in _FIELDS:
             assert np.asarray(getattr(together, field))[i] == np.asarray(getattr(alone, field))[0], (i, field)
+
+
+@pytest.mark.parametrize("name", ["dp", "tp-pp-dp-flow"])
+def test_a_repeated_estimate_equals_the_first_and_one_with_nothing_kept(name, monkeypatch):
+    """A second ``estimate()`` of one scenario reuses what the first kept (its fitted scenario
+    object, the bf16 variant's context, the flow backend's lines): the same JSON, byte for
+    byte, as the first and as an estimate of an equal scenario with nothing kept."""
+    import json
+
+    import willitscale.step.engine as engine
+    from willitscale.estimation.estimate import estimate
+
+    scenario = build_scenario(SCENARIOS[name])
+    first = json.dumps(estimate(scenario).to_json())
+    assert "exposed then" in first  # the network is the bottleneck: the fixes were computed
+    assert json.dumps(estimate(scenario).to_json()) == first
+    monkeypatch.setattr(engine, "MEMO_PLANS", 0)
+    assert json.dumps(estimate(build_scenario(SCENARIOS[name])).to_json()) == first

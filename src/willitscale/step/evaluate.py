@@ -259,13 +259,30 @@ def _lines(ctx, b, places):
     placements (the batch's placement columns, the GPUs per node, the rank order); the value
     holds the links, whose id keys it."""
     if ctx.network is not None and type(ctx.network) is not AnalyticNetwork:
-        return ctx.network.lines(ctx, b, places)
+        return _network_lines(ctx, b, places)
     key = batch_key(b, _PLACE_COLUMNS)
     if key is None:
         return AnalyticNetwork().lines(ctx, b, places)
     key = ("analytic lines", id(ctx.links), ctx.links.gpus_per_node,
            ctx.scenario.options.rank_order, key)
     return memo(ctx, key, lambda: (ctx.links, AnalyticNetwork().lines(ctx, b, places)))[-1]
+
+
+def _network_lines(ctx, b, places):
+    """Another network's lines (the flow backend's), kept on the context for small batches as
+    the analytic ones are: they read the links, the placements, the model terms and the
+    batch's geometry (:data:`_GEOMETRY_COLUMNS`: a simulated fabric's geometry reads sequence
+    parallelism too) and the network itself (its fabric and cluster); the value holds the
+    objects whose ids key it. The links of a probe's rows are kept per scale by
+    :meth:`~willitscale.collectives.lines.ClusterLinks.with_plan_scale`, so the same probes
+    find their lines again."""
+    key = batch_key(b, _GEOMETRY_COLUMNS)
+    if key is None:
+        return ctx.network.lines(ctx, b, places)
+    key = ("network lines", id(ctx.network), id(ctx.links), id(ctx.terms), ctx.links.gpus_per_node,
+           ctx.scenario.options.rank_order, key)
+    return memo(ctx, key, lambda: (ctx.network, ctx.links, ctx.terms,
+                                   ctx.network.lines(ctx, b, places)))[-1]
 
 
 def _traffic(ctx, b, st, comp, params, places, L):

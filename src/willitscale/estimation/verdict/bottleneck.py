@@ -183,12 +183,23 @@ def _batch_fixes(scenario, ctx, base) -> list[str]:
     return out
 
 
+def _bf16_context(scenario, ctx):
+    """``ctx`` with gradients reduced in bf16 (:func:`~willitscale.step.engine.with_ddp`), kept
+    on the context for ``scenario`` (so a repeated estimate finds the engine's parts it keeps
+    per scenario object again)."""
+    key = ("bf16 gradients", id(scenario))
+    kept = ctx.memo.get(key)
+    if kept is None or kept[0] is not scenario:
+        half = replace(scenario, ddp=replace(scenario.ddp, grad_reduce_dtype="bf16"))
+        kept = ctx.memo[key] = (scenario, with_ddp(ctx, half))
+    return kept[1]
+
+
 def _bf16_fix(scenario, ctx, base) -> list[str]:
     if scenario.ddp.grad_reduce_dtype != "fp32":
         return []
 
-    half = replace(scenario, ddp=replace(scenario.ddp, grad_reduce_dtype="bf16"))
-    at = outcome(with_ddp(ctx, half), PlanBatch.from_plans([half.plan]))
+    at = outcome(_bf16_context(scenario, ctx), PlanBatch.from_plans([scenario.plan]))
     if at.share > 0.9 * base.share:  # not worth a line unless it cuts a tenth
         return []
     enough = "" if at.share <= EXPOSED_SHARE_LIMIT else " (not enough alone)"
