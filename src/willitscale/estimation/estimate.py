@@ -39,6 +39,7 @@ from willitscale.estimation.result import (
     Bottleneck,
     Breakdown,
     ComputeKinds,
+    Deferred,
     StepEstimate,
 )
 from willitscale.estimation.verdict.levers import level_probes, outcomes, probe_context
@@ -147,7 +148,7 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
         nodes=scenario.cluster.nodes, memory=memory, comm_ops=parts.comm_ops,
         bottleneck=bottleneck, assumptions=tuple(parts.assumptions) + scope_assumptions,
         unknowns=parts.unknowns,
-        timeline=_timeline_with_kinds(parts.timeline, result),
+        timeline_source=Deferred(lambda: _timeline_with_kinds(parts.timeline(), result)),
         plan=_plan_json(plan), pipeline=parts.pipeline,
         placement=parts.placement,
         warnings=scope_warnings + tuple(scenario.cluster.warnings) + tuple(parts.warnings),
