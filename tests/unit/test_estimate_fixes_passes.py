@@ -128,3 +128,33 @@ def test_a_repeated_estimate_equals_the_first_and_one_with_nothing_kept(name, mo
     assert json.dumps(estimate(scenario).to_json()) == first
     monkeypatch.setattr(engine, "MEMO_PLANS", 0)
     assert json.dumps(estimate(build_scenario(SCENARIOS[name])).to_json()) == first
+
+
+@pytest.mark.parametrize("name", ["dp", "tp-pp-dp-flow"])
+def test_bandwidth_search_with_the_plan_known_above_the_limit(name, monkeypatch):
+    """``needed_bandwidth(base=...)``: the plan's own share (above the limit) decides the
+    bisection's first midpoint (factor 1 of [1e-4, 1e4]) without a probe. The factor and the
+    outcome are those of the search that probes it, and the 15 levels to 0.1% take 2 engine
+    passes instead of 3."""
+    from willitscale.estimation.verdict import levers
+
+    scenario = _fitted(name)
+    ctx, batch = make_context(scenario), PlanBatch.from_plans([scenario.plan])
+    base = levers.outcome(ctx, batch)
+    assert base.share > levers.EXPOSED_SHARE_LIMIT
+    passes = []
+    real = levers.probe_outcomes
+
+    def counted(*args, **kw):
+        passes.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(levers, "probe_outcomes", counted)
+    want = levers.needed_bandwidth(ctx, batch, "inter")
+    probing = len(passes)
+    passes.clear()
+    got = levers.needed_bandwidth(ctx, batch, "inter", base=base)
+    assert got.factor is not None and got.factor == want.factor
+    assert (got.at.step, got.at.exposed, got.at.comms) == (want.at.step, want.at.exposed,
+                                                            want.at.comms)
+    assert (probing, len(passes)) == (3, 2)

@@ -102,11 +102,11 @@ def _rate(ctx, level: str, factor: float) -> str:
     return f"an all-reduce {factor:.3g}x faster than the measured one"
 
 
-def _bandwidth_fixes(ctx, batch, level: str) -> list[str]:
+def _bandwidth_fixes(ctx, batch, level: str, base=None) -> list[str]:
     """The bandwidth fix, from :func:`~.levers.needed_bandwidth` (``requirements`` and the report
     call the same search, so the figure agrees everywhere)."""
     limit = _pct(EXPOSED_SHARE_LIMIT)
-    need = needed_bandwidth(ctx, batch, level)
+    need = needed_bandwidth(ctx, batch, level, base=base)
     if need.factor is not None:
         return [f"{_rate(ctx, level, need.factor)}: exposed communication then "
                 f"{_pct(need.at.share)} of the step (<= {limit})"]
@@ -211,7 +211,7 @@ def network_fixes(scenario, ctx, base, level: str | None) -> tuple[str, ...]:
     """The computed fixes when communication is the bottleneck (see the module docstring)."""
 
     batch = PlanBatch.from_plans([scenario.plan])
-    fixes = _bandwidth_fixes(ctx, batch, level) if level is not None else []
+    fixes = _bandwidth_fixes(ctx, batch, level, base) if level is not None else []
     return tuple(fixes + _batch_fixes(scenario, ctx, base) + _bf16_fix(scenario, ctx, base))
 
 
