@@ -27,16 +27,19 @@ def data_parallel_parts(scenario, ctx, result, breakdown, probed=None) -> Simple
     bwd_mb = float(detail.comp.backward[0, 0])
     m = scenario.plan.grad_accum
     compute = breakdown.forward + breakdown.backward
-    start, end = comm_schedule(np.asarray(ready) + (compute - bwd_mb), durations)
     comms = float(np.sum(durations))
     allreduce = gradient_allreduce(scenario, float(np.sum(sizes)), ctx.links)
     report = allreduce.report(calls=int(round(float(np.sum(counts)))), time=comms,
                               exposed=breakdown.exposed_comms, total_bytes=float(np.sum(sizes)))
-    timeline = build_timeline(
-        micro_forward=fwd_mb, micro_backward=bwd_mb, micro_steps=m, data=breakdown.data_loading,
-        slowdown=breakdown.overlap_slowdown, comm_start=start, comm_end=end, bucket_bytes=sizes,
-        optimizer=breakdown.optimizer, step_time=breakdown.total,
-        link=report.links[-1] if report.links else "", counts=counts)
+    link = report.links[-1] if report.links else ""
+
+    def timeline():  # the bucket timeline, made when an output reads it
+        start, end = comm_schedule(np.asarray(ready) + (compute - bwd_mb), durations)
+        return build_timeline(
+            micro_forward=fwd_mb, micro_backward=bwd_mb, micro_steps=m,
+            data=breakdown.data_loading, slowdown=breakdown.overlap_slowdown, comm_start=start,
+            comm_end=end, bucket_bytes=sizes, optimizer=breakdown.optimizer,
+            step_time=breakdown.total, link=link, counts=counts)
     bottleneck = find_bottleneck(scenario=scenario, ctx=ctx, result=result, breakdown=breakdown,
                                  ops=(report,), probed=probed)
     places = placement_rows(scenario, ctx, result)

@@ -39,6 +39,7 @@ from willitscale.estimation.result import (
     Bottleneck,
     Breakdown,
     ComputeKinds,
+    Deferred,
     StepEstimate,
 )
 from willitscale.estimation.verdict.levers import level_probes, outcomes, probe_context
@@ -84,9 +85,22 @@ def estimate(scenario: Scenario, *, allow_oom: bool = False) -> StepEstimate:
 
         scenario, fit = fit_scenario(scenario, context=ctx)
         knobs = fit.to_json() if fit is not None else {}
-        ctx = replace(ctx, scenario=scenario)
+        ctx = replace(ctx, scenario=_kept_fitted(ctx, scenario))
+        scenario = ctx.scenario
     est = estimate_in_context(scenario, ctx, allow_oom=allow_oom)
     return replace(est, knobs=knobs) if knobs else est
+
+
+def _kept_fitted(ctx, fitted):
+    """``fitted``, or the equal fitted scenario an earlier estimate on ``ctx`` kept: the engine
+    keeps what it computed per scenario object (:func:`~willitscale.step.engine.memo` keys name
+    the scenario by identity), so a repeated estimate finds its memory and bucket layouts
+    again instead of recomputing them for a new but equal object."""
+    kept = ctx.memo.get(("fitted scenario",))
+    if kept is not None and kept == fitted:
+        return kept
+    ctx.memo[("fitted scenario",)] = fitted
+    return fitted
 
 
 def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> StepEstimate:
@@ -134,7 +148,7 @@ def estimate_in_context(scenario: Scenario, ctx, *, allow_oom: bool = False) -> 
         nodes=scenario.cluster.nodes, memory=memory, comm_ops=parts.comm_ops,
         bottleneck=bottleneck, assumptions=tuple(parts.assumptions) + scope_assumptions,
         unknowns=parts.unknowns,
-        timeline=_timeline_with_kinds(parts.timeline, result),
+        timeline_source=Deferred(lambda: _timeline_with_kinds(parts.timeline(), result)),
         plan=_plan_json(plan), pipeline=parts.pipeline,
         placement=parts.placement,
         warnings=scope_warnings + tuple(scenario.cluster.warnings) + tuple(parts.warnings),

@@ -111,7 +111,7 @@ def model_parallel_parts(scenario, ctx, result, breakdown, probed=None) -> Simpl
     return SimpleNamespace(
         comm_ops=ops, bottleneck=model_parallel_bottleneck(scenario, ctx, result, breakdown, ops,
                                                            probed),
-        timeline=pipeline_timeline(scenario, result, breakdown),
+        timeline=lambda: pipeline_timeline(scenario, result, breakdown),  # made when read
         assumptions=mp_assumptions(scenario, ctx), unknowns=unknowns_of(scenario),
         placement=tuple(rows), warnings=mp_warnings(scenario, ctx, rows),
         pipeline=pipeline_summary(scenario, result, breakdown))

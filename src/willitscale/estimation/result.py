@@ -17,7 +17,42 @@ from willitscale.memory.device import RESERVED_RATIO
 from willitscale.units import format_count, format_size, format_time
 
 __all__ = ["Breakdown", "ComputeKinds", "MemoryBreakdown", "CommReport", "Bottleneck",
-           "StepEstimate"]
+           "StepEstimate", "Deferred"]
+
+
+class Deferred:
+    """A part of an estimate made on first use and kept: the timeline, which only the text
+    report, ``--json`` and the trace read (a plan search, ``requirements`` or a sweep's table
+    never do). Equal when the values are; pickled as the value (a sweep's worker sends its
+    estimates back to the parent process)."""
+
+    __slots__ = ("_make", "_value", "_made")
+
+    def __init__(self, make) -> None:
+        self._make, self._value, self._made = make, None, False
+
+    @classmethod
+    def of(cls, value) -> Deferred:
+        """One already made."""
+        out = cls(None)
+        out._value, out._made = value, True
+        return out
+
+    def get(self):
+        if not self._made:
+            self._value, self._made, self._make = self._make(), True, None
+        return self._value
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Deferred) and self.get() == other.get()
+
+    __hash__ = None
+
+    def __reduce__(self):
+        return Deferred.of, (self.get(),)
+
+    def __repr__(self) -> str:
+        return f"Deferred({self._value!r})" if self._made else "Deferred(not made yet)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -238,7 +273,9 @@ class StepEstimate:
     bottleneck: Bottleneck
     assumptions: tuple[tuple[str, str], ...]  #: (what, value and why)
     unknowns: tuple[str, ...]  #: what could not be computed from the inputs, and why
-    timeline: Timeline
+    #: the step's timeline (:attr:`timeline`), a Timeline or a :class:`Deferred` one made when
+    #: first read
+    timeline_source: Timeline | Deferred
     plan: dict = field(default_factory=dict)  #: the plan's degrees and schedule
     pipeline: dict = field(default_factory=dict)  #: schedule, stages, micro-batches, bubble
     placement: tuple = ()  #: one dict per group kind: ranks, nodes, GPUs per node, rail, link
@@ -254,6 +291,12 @@ class StepEstimate:
     #: ``--network flow``: each group's simulation on the fabric (step.flow_network); None:
     #: the analytic network
     network: dict | None = None
+
+    @property
+    def timeline(self) -> Timeline:
+        """The step's timeline (made on first use when the estimate deferred it)."""
+        source = self.timeline_source
+        return source.get() if isinstance(source, Deferred) else source
 
     @property
     def memory_per_gpu(self) -> float:

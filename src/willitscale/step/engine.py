@@ -30,7 +30,7 @@ forward and backward in proportion to executed FLOPs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 
 import numpy as np
@@ -52,7 +52,7 @@ from willitscale.workload.params import layer_fixed_params
 from willitscale.workload.stages import ModelTerms, layer_kinds, model_terms
 
 __all__ = ["Context", "BatchResult", "StepDetail", "make_context", "new_context", "memory_settings",
-           "pick"]
+           "pick", "with_ddp"]
 
 
 
@@ -172,6 +172,19 @@ def new_context(scenario) -> Context:
                    layer_fixed=fixed, expert_share=share,
                    spec=spec, kind_specs=_kind_specs(scenario, spec),
                    network=_network(scenario))
+
+
+def with_ddp(ctx: Context, scenario) -> Context:
+    """``ctx`` for ``scenario``, which differs from ``ctx.scenario`` at most in its DDP settings
+    (``scenario.ddp``: the gradients' dtype, the buckets, overlap): only the fields made from
+    them are made again (the gradient bytes and the memory model's settings); the links, the
+    per-op compute, the network and what :attr:`Context.memo` keeps are shared (every memo key
+    names the scenario or the gradient bytes where it reads them). Equals
+    ``new_context(scenario)`` (tests/unit/test_estimate_fixes_passes.py)."""
+    if replace(scenario, ddp=ctx.scenario.ddp) != ctx.scenario:
+        raise ValueError("with_ddp: the scenarios differ beyond their DDP settings")
+    return replace(ctx, scenario=scenario, grad_bytes=scenario.ddp.grad_bytes,
+                   memory=memory_settings(scenario))
 
 
 def _network(scenario):

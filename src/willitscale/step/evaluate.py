@@ -7,12 +7,13 @@ the modules they call.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from types import SimpleNamespace
 
 import numpy as np
 
+from willitscale.collectives.line_time import take_lines
 from willitscale.collectives.lines import line_time, pair_time
 from willitscale.compute.model import op_costs
 from willitscale.memory.activations import activation_bytes
@@ -206,6 +207,43 @@ def _places(ctx, b):
                 lambda: _placed(ctx, b))
 
 
+#: the columns a plan's placements and its groups' lines read (the flow network's geometry reads
+#: sequence parallelism too: :func:`willitscale.step.flow_network._geometries`)
+_GEOMETRY_COLUMNS = _PLACE_COLUMNS + ("sequence_parallel",)
+
+
+def _places_and_lines(ctx, b):
+    """The placements (:func:`_places`) and every group's lines (:func:`_lines`) of ``b``. When
+    every plan has the first's geometry (the variants of one plan a fix tries: more gradient
+    accumulation, larger micro-batches) and the links are the same for all, they are made for
+    that one plan (kept on the context) and each plan takes its row: the same values, without
+    placing and costing the same groups once per plan."""
+    if len(b) > 1 and ctx.links.plan_scale is None and _one_geometry(b):
+        first = b.take(np.zeros(1, dtype=np.intp))
+        places = _places(ctx, first)
+        lines = _lines(ctx, first, places)
+        rows = np.zeros(len(b), dtype=np.intp)
+        return ({k: _take_placement(p, rows) for k, p in places.items()},
+                {k: take_lines(v, rows) for k, v in lines.items()})
+    places = _places(ctx, b)
+    return places, _lines(ctx, b, places)
+
+
+def _one_geometry(b) -> bool:
+    """Whether every plan of ``b`` has the first plan's :data:`_GEOMETRY_COLUMNS`."""
+    for name in _GEOMETRY_COLUMNS:
+        column = np.asarray(getattr(b, name))
+        if not np.all(column == column[0]):
+            return False
+    return True
+
+
+def _take_placement(place, rows):
+    """``place`` (a :class:`~willitscale.topology.placement.GroupPlacement`) of plans ``rows``."""
+    return replace(place, **{f.name: getattr(place, f.name)[rows] for f in fields(place)
+                             if isinstance(getattr(place, f.name), np.ndarray)})
+
+
 def _placed(ctx, b):
     g, order = ctx.links.gpus_per_node, ctx.scenario.options.rank_order
     deg = {"tp": b.tp, "cp": b.cp, "ep": b.ep, "dp": b.dp, "pp": b.pp}
@@ -222,13 +260,30 @@ def _lines(ctx, b, places):
     placements (the batch's placement columns, the GPUs per node, the rank order); the value
     holds the links, whose id keys it."""
     if ctx.network is not None and type(ctx.network) is not AnalyticNetwork:
-        return ctx.network.lines(ctx, b, places)
+        return _network_lines(ctx, b, places)
     key = batch_key(b, _PLACE_COLUMNS)
     if key is None:
         return AnalyticNetwork().lines(ctx, b, places)
     key = ("analytic lines", id(ctx.links), ctx.links.gpus_per_node,
            ctx.scenario.options.rank_order, key)
     return memo(ctx, key, lambda: (ctx.links, AnalyticNetwork().lines(ctx, b, places)))[-1]
+
+
+def _network_lines(ctx, b, places):
+    """Another network's lines (the flow backend's), kept on the context for small batches as
+    the analytic ones are: they read the links, the placements, the model terms and the
+    batch's geometry (:data:`_GEOMETRY_COLUMNS`: a simulated fabric's geometry reads sequence
+    parallelism too) and the network itself (its fabric and cluster); the value holds the
+    objects whose ids key it. The links of a probe's rows are kept per scale by
+    :meth:`~willitscale.collectives.lines.ClusterLinks.with_plan_scale`, so the same probes
+    find their lines again."""
+    key = batch_key(b, _GEOMETRY_COLUMNS)
+    if key is None:
+        return ctx.network.lines(ctx, b, places)
+    key = ("network lines", id(ctx.network), id(ctx.links), id(ctx.terms), ctx.links.gpus_per_node,
+           ctx.scenario.options.rank_order, key)
+    return memo(ctx, key, lambda: (ctx.network, ctx.links, ctx.terms,
+                                   ctx.network.lines(ctx, b, places)))[-1]
 
 
 def _traffic(ctx, b, st, comp, params, places, L):
@@ -282,13 +337,12 @@ def _zero3_times(ctx, params, places, L, fwd_c, bwd_c, layers):
 
 def run(ctx, b, *, detail: bool = False, memory_only: bool = False) -> BatchResult:
     st = _structure(ctx, b)
-    places = _places(ctx, b)
+    places, L = _places_and_lines(ctx, b)
     params = _params(ctx, b, st)
     mem = _memory(ctx, b, st, params, places)
     if memory_only:
         return _memory_result(ctx, b, st, mem)
     comp = _compute(ctx, b, st, detail)
-    L = _lines(ctx, b, places)
     traffic = _traffic(ctx, b, st, comp, params, places, L)
     fwd_k = comp.forward + sum(tr.fwd_exposed for tr in traffic.values())
     bwd_k = comp.backward + sum(tr.bwd_exposed for tr in traffic.values())

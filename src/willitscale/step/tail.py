@@ -63,20 +63,42 @@ def _bucket_rows(ctx, b, st, params, L, bwd_k, shard, detail: bool):
     for (k, key, rows, d, e, frac, counts), dense_time in zip(groups[0], dense_times):
         meas = (measured, sc.measured.allreduce_size or float(np.sum(d + e))) if key[7] else None
         any_hybrid = bool(np.any(hybrid[rows]))
+        lines = (sync, esync) + ((L["replica"],) if any_hybrid else ())
+        timed, spread = _distinct_rows(rows, bwd_k[:, k], shard, lines)
         out = bucket_tail(
-            dense_bytes=d, expert_bytes=e, ready_fraction=frac, backward=bwd_k[rows, k],
-            overlap=sc.ddp.overlap, dense_lines=take_lines(sync, rows),
-            expert_lines=take_lines(esync, rows),
-            replica_lines=take_lines(L["replica"], rows) if any_hybrid else None,
-            shard=np.maximum(shard[rows], 1.0), measured=meas,
+            dense_bytes=d, expert_bytes=e, ready_fraction=frac, backward=bwd_k[timed, k],
+            overlap=sc.ddp.overlap, dense_lines=take_lines(sync, timed),
+            expert_lines=take_lines(esync, timed),
+            replica_lines=take_lines(L["replica"], timed) if any_hybrid else None,
+            shard=np.maximum(shard[timed], 1.0), measured=meas,
             schedule=detail and rows[0] == 0, slowdown=sc.ddp.overlap_slowdown, counts=counts,
             dense_time=dense_time)
-        total[rows, k], exposed[rows, k], stretch[rows, k] = out[0], out[1], out[2]
+        total[rows, k], exposed[rows, k], stretch[rows, k] = (out[0][spread], out[1][spread],
+                                                              out[2][spread])
         if len(out) == 6:
             schedule[k] = (d + e, out[3][0], out[4][0], counts, out[2][0])
             experts[k] = expert_share(out[3][0], out[4][0], out[5][0],
                                       float(bwd_k[rows[0], k] + out[2][0]))
     return total, exposed, stretch, schedule, experts
+
+
+def _distinct_rows(rows, backward, shard, lines):
+    """``(rows timed, index of each row's twin among them)``: the rows of one stage layout whose
+    bucket tails differ. A row's tail reads only its last backward, its shard count and its
+    lines' table row (:func:`~willitscale.step.data.bucket_tail` works row by row), so when
+    every row has the same lines and shard (the variants of one plan a fix tries, placed once:
+    :func:`willitscale.step.evaluate._places_and_lines`), rows with the same backward (more
+    gradient accumulation does not change it) share one evaluation."""
+    every = (rows, np.arange(len(rows)))
+    if len(rows) < 2:
+        return every
+    for column in [shard[rows]] + [x.rows_of_plans()[rows] for x in lines]:
+        if not np.all(column == column[0]):
+            return every
+    _, first, spread = np.unique(backward[rows], return_index=True, return_inverse=True)
+    if len(first) == len(rows):
+        return every
+    return rows[first], spread.reshape(-1)
 
 
 def _stage_groups(ctx, b, st, params):

@@ -36,7 +36,7 @@ from willitscale.estimation.verdict.levers import (
 )
 from willitscale.scenario.batch import PlanBatch
 from willitscale.scenario.validate import structural_reasons
-from willitscale.step.engine import make_context
+from willitscale.step.engine import ALL_COLUMNS, with_ddp
 from willitscale.step.evaluate import run
 from willitscale.units import format_bandwidth, format_size, format_time
 
@@ -102,11 +102,11 @@ def _rate(ctx, level: str, factor: float) -> str:
     return f"an all-reduce {factor:.3g}x faster than the measured one"
 
 
-def _bandwidth_fixes(ctx, batch, level: str) -> list[str]:
+def _bandwidth_fixes(ctx, batch, level: str, base=None) -> list[str]:
     """The bandwidth fix, from :func:`~.levers.needed_bandwidth` (``requirements`` and the report
     call the same search, so the figure agrees everywhere)."""
     limit = _pct(EXPOSED_SHARE_LIMIT)
-    need = needed_bandwidth(ctx, batch, level)
+    need = needed_bandwidth(ctx, batch, level, base=base)
     if need.factor is not None:
         return [f"{_rate(ctx, level, need.factor)}: exposed communication then "
                 f"{_pct(need.at.share)} of the step (<= {limit})"]
@@ -142,29 +142,35 @@ def _variants(plan, **column) -> PlanBatch:
     return replace(one.take(np.zeros(len(values), dtype=int)), **{name: values})
 
 
+def _joined(*batches) -> PlanBatch:
+    """The plans of ``batches`` as one batch, in order."""
+    first = batches[0]
+    return replace(first, **{n: np.concatenate([getattr(b, n) for b in batches])
+                             for n in ALL_COLUMNS})
+
+
 def _batch_fixes(scenario, ctx, base) -> list[str]:
-    """More gradient accumulation; a larger micro-batch (one batched engine run each)."""
+    """More gradient accumulation; a larger micro-batch: both sets of variants as the rows of
+    one batched engine run (each row is computed as it would be alone)."""
 
     plan, limit, out = scenario.plan, EXPOSED_SHARE_LIMIT, []
     accum = np.arange(plan.grad_accum + 1, MAX_GRAD_ACCUM + 1)
-    if accum.size:
-        batch = _variants(plan, grad_accum=accum)
-        r = run(ctx, batch)
-        i = _least_row(r, (exposed_share(r.exposed_comms, r.step_time) <= limit)
-                       & _runnable(scenario, ctx, batch))
-        if i is not None:
-            a = int(accum[i])
-            out.append(f"--grad-accum {a} (global batch {plan.micro_batch * a * plan.dp}): the "
-                       "gradients still sync once, hidden only by the last micro-batch's backward; "
-                       f"{a} micro-steps dilute the exposed part to "
-                       f"{_pct(float(r.exposed_comms[i] / r.step_time[i]))} of the step")
     factors = np.arange(2, MAX_MICRO_BATCH_FACTOR + 1)
-    batch = _variants(plan, micro_batch=plan.micro_batch * factors)
+    micro = _variants(plan, micro_batch=plan.micro_batch * factors)
+    batch = _joined(_variants(plan, grad_accum=accum), micro) if accum.size else micro
     r = run(ctx, batch)
     share = exposed_share(r.exposed_comms, r.step_time)
-    i = _least_row(r, (share <= limit) & _runnable(scenario, ctx, batch))
+    ok = (share <= limit) & _runnable(scenario, ctx, batch)
+    i = _least_row(r, ok[:accum.size])
     if i is not None:
-        k = int(factors[i])
+        a = int(accum[i])
+        out.append(f"--grad-accum {a} (global batch {plan.micro_batch * a * plan.dp}): the "
+                   "gradients still sync once, hidden only by the last micro-batch's backward; "
+                   f"{a} micro-steps dilute the exposed part to "
+                   f"{_pct(float(r.exposed_comms[i] / r.step_time[i]))} of the step")
+    i = _least_row(r, ok[accum.size:])
+    if i is not None:
+        k, i = int(factors[i]), i + accum.size
         need = float(r.memory_per_gpu[i])
         room = scenario.memory_fraction * scenario.cluster.gpu.memory
         known = r.memory.known
@@ -177,12 +183,23 @@ def _batch_fixes(scenario, ctx, base) -> list[str]:
     return out
 
 
-def _bf16_fix(scenario, base) -> list[str]:
+def _bf16_context(scenario, ctx):
+    """``ctx`` with gradients reduced in bf16 (:func:`~willitscale.step.engine.with_ddp`), kept
+    on the context for ``scenario`` (so a repeated estimate finds the engine's parts it keeps
+    per scenario object again)."""
+    key = ("bf16 gradients", id(scenario))
+    kept = ctx.memo.get(key)
+    if kept is None or kept[0] is not scenario:
+        half = replace(scenario, ddp=replace(scenario.ddp, grad_reduce_dtype="bf16"))
+        kept = ctx.memo[key] = (scenario, with_ddp(ctx, half))
+    return kept[1]
+
+
+def _bf16_fix(scenario, ctx, base) -> list[str]:
     if scenario.ddp.grad_reduce_dtype != "fp32":
         return []
 
-    half = replace(scenario, ddp=replace(scenario.ddp, grad_reduce_dtype="bf16"))
-    at = outcome(make_context(half), PlanBatch.from_plans([half.plan]))
+    at = outcome(_bf16_context(scenario, ctx), PlanBatch.from_plans([scenario.plan]))
     if at.share > 0.9 * base.share:  # not worth a line unless it cuts a tenth
         return []
     enough = "" if at.share <= EXPOSED_SHARE_LIMIT else " (not enough alone)"
@@ -194,8 +211,8 @@ def network_fixes(scenario, ctx, base, level: str | None) -> tuple[str, ...]:
     """The computed fixes when communication is the bottleneck (see the module docstring)."""
 
     batch = PlanBatch.from_plans([scenario.plan])
-    fixes = _bandwidth_fixes(ctx, batch, level) if level is not None else []
-    return tuple(fixes + _batch_fixes(scenario, ctx, base) + _bf16_fix(scenario, base))
+    fixes = _bandwidth_fixes(ctx, batch, level, base) if level is not None else []
+    return tuple(fixes + _batch_fixes(scenario, ctx, base) + _bf16_fix(scenario, ctx, base))
 
 
 def find_bottleneck(*, scenario, ctx, result, breakdown, ops, probed=None) -> Bottleneck:

@@ -29,8 +29,9 @@ estimate, its fixes, ``requirements`` and the planner use the same numbers. The 
 question run as the rows of **one** batch whose links take a factor per row
 (:meth:`~willitscale.collectives.lines.ClusterLinks.with_plan_scale`, :func:`probe_outcomes`):
 :func:`limiting_level`'s two doublings in one pass, :func:`least_factor`'s bisection
-:data:`LOOKAHEAD` levels of its tree per pass (the same midpoints, walked in the same order, so the
-same answer as one run per probe). A measured all-reduce's factor and a simulated fabric
+:data:`LOOKAHEAD` levels of its tree per pass, the first pass with the range's two ends (the same
+midpoints, walked in the same order, so the same answer as one run per probe; the estimate's own
+share decides the midpoint at factor 1 without a probe when it is above the limit). A measured all-reduce's factor and a simulated fabric
 (``--network flow``) are applied per probe instead (:func:`scaled_context`, one run each).
 """
 
@@ -60,8 +61,11 @@ _PROBE = 2.0
 BANDWIDTH_RANGE = 1e4
 #: ... to this relative tolerance: 0.1%, below the 3 significant digits every figure prints
 BANDWIDTH_RTOL = 1e-3
-#: bisection levels :func:`least_factor` evaluates per engine pass (2**LOOKAHEAD - 1 probes)
-LOOKAHEAD = 4
+#: bisection levels :func:`least_factor` evaluates per engine pass (2**LOOKAHEAD - 1 probes; 127
+#: rows + the range's two ends stay under the engine's :data:`~willitscale.step.engine.MEMO_PLANS`,
+#: so a pass costs about a run of one plan: a search to 0.1% over 1e-4..1e4, 15 levels, takes
+#: 3 passes where 4 levels per pass took 5)
+LOOKAHEAD = 7
 
 
 def exposed_share(exposed, step):
@@ -207,43 +211,57 @@ def limiting_level(ctx, batch, base: Outcome | None = None,
 
 
 def least_factor(ctx, batch, levels, *, share: float = EXPOSED_SHARE_LIMIT, lo: float = 1.0,
-                 hi: float = 1e4, rtol: float = 0.01):
+                 hi: float = 1e4, rtol: float = 0.01, above: tuple[float, ...] = ()):
     """``(factor, outcome)``: the least factor in ``[lo, hi]`` on the bandwidth of every level in
     ``levels`` at which exposed communication is at most ``share`` of the step, found by geometric
     bisection to ``rtol`` (the exposed share never grows with bandwidth: a property test checks
     it). ``(None, outcome at hi)`` when even ``hi`` is not enough. The probes run
-    :data:`LOOKAHEAD` levels of the bisection per engine pass (:func:`probe_outcomes`)."""
+    :data:`LOOKAHEAD` levels of the bisection per engine pass (:func:`probe_outcomes`).
+    ``above``: factors at which the caller knows the share exceeds ``share`` (1.0, the plan as
+    it is, when communication is its bottleneck): where the bisection reaches one it moves up
+    without a probe (such a probe keeps no outcome), one level fewer to run."""
     def at(factors) -> list[Outcome]:
         return probe_outcomes(ctx, batch, [{level: f for level in levels} for f in factors])
 
-    top, bottom = at([hi, lo])
+    # the range's ends and the first LOOKAHEAD levels of the bisection in one pass (the tree's
+    # probes are wasted when an end already answers: cheaper than a pass of their own)
+    tree = _bisection_tree(lo, hi, rtol, LOOKAHEAD, above)
+    top, bottom, *rest = at([hi, lo] + [mid for _, _, mid in tree])
     if top.share > share:
         return None, top
     if bottom.share <= share:
         return lo, bottom
     best = top
     while hi / lo > 1 + rtol:
-        tree = _bisection_tree(lo, hi, rtol, LOOKAHEAD)
-        outs = dict(zip([(a, b) for a, b, _ in tree], at([mid for _, _, mid in tree])))
-        for _ in range(LOOKAHEAD):  # the walk the one-probe-per-run bisection takes
-            if not hi / lo > 1 + rtol:
-                break
-            mid, out = math.sqrt(lo * hi), outs[(lo, hi)]
+        outs = dict(zip([(a, b) for a, b, _ in tree], rest))
+        probed = 0
+        while probed < LOOKAHEAD and hi / lo > 1 + rtol:  # the one-probe-per-run walk
+            mid = math.sqrt(lo * hi)
+            if mid in above:
+                lo = mid
+                continue
+            out, probed = outs[(lo, hi)], probed + 1
             if out.share <= share:
                 hi, best = mid, out
             else:
                 lo = mid
+        tree = _bisection_tree(lo, hi, rtol, LOOKAHEAD, above)
+        rest = at([mid for _, _, mid in tree]) if tree else []
     return hi, best
 
 
-def _bisection_tree(lo: float, hi: float, rtol: float, depth: int) -> list[tuple]:
+def _bisection_tree(lo: float, hi: float, rtol: float, depth: int,
+                    above: tuple[float, ...] = ()) -> list[tuple]:
     """``(lo, hi, midpoint)`` of every interval the geometric bisection of ``[lo, hi]`` can
-    reach in ``depth`` steps (the midpoints it would probe, computed as it computes them)."""
+    reach in ``depth`` probes (the midpoints it would probe, computed as it computes them; a
+    midpoint in ``above`` is passed upwards without a probe)."""
     if depth == 0 or not hi / lo > 1 + rtol:
         return []
     mid = math.sqrt(lo * hi)
-    return ([(lo, hi, mid)] + _bisection_tree(lo, mid, rtol, depth - 1)
-            + _bisection_tree(mid, hi, rtol, depth - 1))
+    if mid in above:
+        return _bisection_tree(mid, hi, rtol, depth, above)
+    return ([(lo, hi, mid)] + _bisection_tree(lo, mid, rtol, depth - 1, above)
+            + _bisection_tree(mid, hi, rtol, depth - 1, above))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -268,13 +286,17 @@ class BandwidthNeed:
 
 
 def needed_bandwidth(ctx, batch, level: str, *, share: float = EXPOSED_SHARE_LIMIT,
-                     limit: float = BANDWIDTH_RANGE, rtol: float = BANDWIDTH_RTOL) -> BandwidthNeed:
+                     limit: float = BANDWIDTH_RANGE, rtol: float = BANDWIDTH_RTOL,
+                     base: Outcome | None = None) -> BandwidthNeed:
     """The one bandwidth search behind the estimate's bandwidth fix, ``requirements`` and the
     report (so all print the same figure): the least factor in ``[1/limit, limit]`` on ``level``
     at which exposed communication is at most ``share`` of the step, to ``rtol``. When that level
-    alone cannot and both network levels exist, the least factor on both together."""
+    alone cannot and both network levels exist, the least factor on both together. ``base``:
+    the plan's own outcome when the caller has it (its share above ``share`` decides the
+    search's factor 1 without a probe: :func:`least_factor`'s ``above``)."""
+    above = (1.0,) if base is not None and base.share > share else ()
     factor, at = least_factor(ctx, batch, (level,), share=share, lo=1.0 / limit, hi=limit,
-                              rtol=rtol)
+                              rtol=rtol, above=above)
     if factor is not None:
         return BandwidthNeed(level=level, factor=factor, at=at)
     both = tuple(lvl for lvl in available_levels(ctx) if lvl in ("intra", "inter"))
