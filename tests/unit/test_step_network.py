@@ -149,3 +149,21 @@ def test_tied_embedding_pair_crosses_nodes_when_the_pipeline_does():
     nvlink = lines({"tp": 4, "pp": 1, "dp": 2, "global_batch": 32}, 1)["dp_ar"]
     assert float(line_time(inside, size)[0]) == pytest.approx(float(line_time(nvlink, size)[0]), rel=1e-12)
     assert float(line_time(across, size)[0]) > 2 * float(line_time(inside, size)[0])  # IB, not NVLink
+
+
+def test_the_flow_report_names_the_simulations_fidelity(monkeypatch):
+    from willitscale.estimation.estimate import estimate
+    from willitscale.fabric import simulator
+
+    # 2 DGX H100 nodes = 16 GPUs: simulate's auto runs exact (coarse is above 16,384 GPUs); with the
+    # threshold lowered to 8 GPUs the same estimate runs coarse and its report must say so
+    sc = _flow({**LLAMA, "tp": 2, "pp": 2, "dp": 4, "zero": 1, "sequence_parallel": False,
+                "recompute": "none"}, topology="fat-tree", oversubscription=2, routing_seed=23)
+    for threshold, expected in ((simulator.COARSE_ABOVE_GPUS, "exact"), (8, "coarse")):
+        monkeypatch.setattr(simulator, "COARSE_ABOVE_GPUS", threshold)
+        fn.step_flow.cache_clear()
+        fn._set_flow.cache_clear()
+        net = estimate(sc).to_json()["network"]
+        assert net["fidelity"] == expected, net["fidelity_reason"]
+    fn.step_flow.cache_clear()
+    fn._set_flow.cache_clear()

@@ -143,6 +143,8 @@ def _network(est, out) -> None:
     out.print(f"[bold]Fabric[/bold] {escape(net['fabric'])}: each group's {size} collective, all "
               f"groups of a kind at once ({net['simulations']} simulations); the bytes terms above "
               "are slowed by the ratio to an ideal non-blocking fabric")
+    if net.get("fidelity") == "coarse":
+        out.print(escape(f"  fidelity: coarse ({net['fidelity_reason']})"))
     for g in net["groups"]:
         where = "leaves its node" if g["leaves_node"] else "NVLink only"
         with_ = f" with {', '.join(g['simulated_with'])}" if g["simulated_with"] else ""

@@ -115,6 +115,16 @@ class StepFlow:
     def simulations(self) -> int:
         return sum(1 + int(ideal) for *_, ideal in self.sets)
 
+    @property
+    def fidelity(self) -> tuple[str, str]:
+        """(``exact`` or ``coarse``, why) of the simulations (``simulate``'s ``auto``: coarse
+        above 16,384 GPUs, docs/fabric.md "Fidelity"); a coarse one is named first."""
+        ran = {res.fidelity: res.fidelity_reason for _, _, res, _ in self.sets}
+        for name in ("coarse", "exact"):
+            if name in ran:
+                return name, ran[name]
+        return "exact", "nothing simulated"
+
     def slowdown(self, key: str, pattern: str = "ring") -> float:
         """``key``'s slowdown for a candidate of ``pattern`` (``ring`` or ``tree``)."""
         g = self.groups.get(key)
@@ -328,6 +338,7 @@ class SimulatedNetwork:
         links = step_links(flow)
         return {"backend": "flow", "fabric": self.describe(), "size_bytes": REFERENCE_SIZE,
                 "simulations": flow.simulations,
+                "fidelity": flow.fidelity[0], "fidelity_reason": flow.fidelity[1],
                 "groups": [g.to_json(links.get(k, ((), None))) for k, g in flow.groups.items()]}
 
     def describe(self) -> str:
