@@ -44,6 +44,11 @@ def test_algo_and_proto_lists_and_exclusions():
 @pytest.mark.parametrize("entry,field", [
     ("NCCL_FOO=1", "nccl_env"), ("NCCL_ALGO=allreduce:tree", "NCCL_ALGO"), ("NCCL_PROTO=fast", "NCCL_PROTO"),
     ("NCCL_MIN_CTAS=many", "NCCL_MIN_CTAS"), ("NCCL_MIN_CTAS", "nccl_env"), ("NCCL_MAX_CTAS=-1", "NCCL_MAX_CTAS"),
+    # 0 bytes per chunk or buffer, 0 channels or 0 GB/s per network peer: not applied as given,
+    # so refused (they were accepted and silently replaced by NCCL's default)
+    ("NCCL_P2P_NET_CHUNKSIZE=0", "NCCL_P2P_NET_CHUNKSIZE"), ("NCCL_BUFFSIZE=0", "NCCL_BUFFSIZE"),
+    ("NCCL_NCHANNELS_PER_NET_PEER=0", "NCCL_NCHANNELS_PER_NET_PEER"),
+    ("NCCL_P2P_PER_CHANNEL_NET_BW=0", "NCCL_P2P_PER_CHANNEL_NET_BW"),
 ])
 def test_bad_settings_name_what_is_valid(entry, field):
     with pytest.raises(ConfigError) as info:

@@ -91,3 +91,21 @@ def test_nccl_choice_runs_p2p_with_the_ladder():
     assert [choice.pairs[i].name for i in choice.index] == ["P2P/Simple", "P2P/Simple"]
     bw = np.array([128 * MiB, 1024 * MiB]) / choice.time
     assert bw[0] < bw[1] / 2  # 8 of 32 channels at 128 MiB
+
+
+def test_all_to_all_bytes_that_stay_on_a_node_take_the_nodes_own_schedule():
+    # 2 x 8 A100: of a rank's buffer, 7/16 goes to peers on its node (NVLink, the one-node p2p
+    # schedule saturates at the 240 GB/s path: 32 channels x 10 GB/s capped) and 8/16 across.
+    # A setting of the network's p2p channels (NCCL_NCHANNELS_PER_NET_PEER=1: one 14 GB/s
+    # channel per remote peer) must not touch the NVLink share: before, that share was costed on
+    # the network ladder (7/16 GB / 14 GB/s = 31.3 ms instead of 7/16 GB / 240 GB/s = 1.8 ms).
+    def system(**env):
+        return NcclSystem(ranks=16, ranks_per_node=8, compute_capability=8.0, gpu_bandwidth_GBps=240.0,
+                          path_bandwidth_GBps=240.0, nvswitch=True, net_devices=8, net_device_GBps=25.0,
+                          env=parse_nccl_env(env))
+    (plain,) = nccl_costs(Op.ALL_TO_ALL, system())
+    (one_channel,) = nccl_costs(Op.ALL_TO_ALL, system(NCCL_NCHANNELS_PER_NET_PEER=1))
+    assert one_channel.bandwidth == plain.bandwidth
+    # the across share bounds it: 8 x 8 / 16 = 4 buffers through 8 NICs of min(25, PCIe) GB/s
+    devices = 8 * min(25.0, system().pcie_GBps) * 1e9
+    assert 1 / plain.bandwidth == pytest.approx(max(7 / 16 / 240e9, 4 / devices), rel=1e-12)

@@ -118,7 +118,7 @@ class StepFlow:
     @property
     def fidelity(self) -> tuple[str, str]:
         """(``exact`` or ``coarse``, why) of the simulations (``simulate``'s ``auto``: coarse
-        above 16,384 GPUs, docs/fabric.md "Fidelity"); a coarse one is named first."""
+        above 16,384 GPUs, docs/fabric.md "The model"); a coarse one is named first."""
         ran = {res.fidelity: res.fidelity_reason for _, _, res, _ in self.sets}
         for name in ("coarse", "exact"):
             if name in ran:

@@ -45,6 +45,10 @@ _INT_KEYS = {
     "NCCL_MAX_P2P_NCHANNELS": "max_p2p_nchannels", "NCCL_NCHANNELS_PER_NET_PEER": "nchannels_per_net_peer",
     "NCCL_P2P_PER_CHANNEL_NET_BW": "p2p_per_channel_net_bw",
 }
+#: keys whose 0 the model would not apply as given (a chunk or buffer of 0 bytes, 0 channels or
+#: 0 GB/s per network peer): refused rather than silently replaced by NCCL's default
+_LEAST = {"NCCL_P2P_NVL_CHUNKSIZE": 1, "NCCL_P2P_NET_CHUNKSIZE": 1, "NCCL_P2P_PCI_CHUNKSIZE": 1,
+          "NCCL_BUFFSIZE": 1, "NCCL_NCHANNELS_PER_NET_PEER": 1, "NCCL_P2P_PER_CHANNEL_NET_BW": 1}
 #: every key :func:`parse_nccl_env` accepts
 ENV_KEYS = ("NCCL_ALGO", "NCCL_PROTO", *_INT_KEYS)
 
@@ -75,9 +79,9 @@ class NcclEnv:
 
     def __post_init__(self) -> None:
         for key, name in _INT_KEYS.items():
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-                raise ConfigError(key, v, "an integer >= 0")
+            v, least = getattr(self, name), _LEAST.get(key, 0)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < least):
+                raise ConfigError(key, v, f"an integer >= {least}")
 
     def runtime_channels(self, channels: int) -> int:
         """``comm->nChannels`` from the channels NCCL would run unset (connect.cc 501-505):

@@ -222,10 +222,13 @@ def _pair(op: Op, a: A, p: P, s: NcclSystem, g: Graphs) -> PairCost | None:
                     tree_correction=correction, plateau_bytes=plateau_bytes, plateau_factor=plateau)
 
 
-def _ladder(s: NcclSystem, g: Graphs) -> P2pLadder:
-    N, ppn = s.nodes, s.ranks_per_node
+def _ladder(s: NcclSystem, g: Graphs, *, one_node: bool = False) -> P2pLadder:
+    """NCCL's p2p schedule of ``s``'s communicator; ``one_node``: of its ranks on one node (the
+    sends between peers on one node, which never touch the network)."""
+    N, ppn = (1, s.ranks_per_node) if one_node else (s.nodes, s.ranks_per_node)
     local_nics = max(1, int(s.net_devices // ppn)) if N > 1 else 0
-    return p2p_ladder(ranks=s.ranks, nodes=N, runtime_channels=g.runtime_channels, intra=s.intra,
+    return p2p_ladder(ranks=s.ranks if N > 1 else ppn, nodes=N, runtime_channels=g.runtime_channels,
+                      intra=s.intra,
                       path_GBps=s.path_bandwidth_GBps,
                       nvlink_GBps=s.nvlink_GBps or T.nvlink_link_bw(s.compute_capability),
                       local_nics=local_nics, nic_GBps=s.net_device_GBps, pcie_GBps=s.pcie_GBps,
@@ -238,8 +241,9 @@ def _p2p(op: Op, s: NcclSystem, g: Graphs) -> PairCost:
     NCCL has no p2p latency -- at the bandwidth of NCCL's p2p schedule (:mod:`.p2p`).
     send/recv: one send's ladder (channels by size). all_to_all moves ``(n-1)/n`` of a rank's
     buffer, every peer at once on its own channels (NCCL gives each peer ``nChannelsMin``
-    channels so that all fit, enqueue.cc 1143-1146), so inside a node it runs at the saturated
-    p2p bandwidth; across nodes the node's devices carry ``ppn (n - ppn) / n`` of a buffer."""
+    channels so that all fit, enqueue.cc 1143-1146), so the ``(ppn - 1) / n`` of it that stays
+    on the node runs at the saturated p2p bandwidth of a node's own schedule (NVLink/PCIe, no
+    network setting applies); across nodes the node's devices carry ``ppn (n - ppn) / n``."""
     n, ppn, N = s.ranks, s.ranks_per_node, s.nodes
     kind = "nvlink" if s.intra == "nvlink" else "pci"
     hop = T.HW_LATENCY[kind][A.RING][P.SIMPLE]
@@ -256,7 +260,8 @@ def _p2p(op: Op, s: NcclSystem, g: Graphs) -> PairCost:
                         ll_latency=(T.BASE_LATENCY[A.RING][P.LL] + ll_hop) * US,
                         ll_plugin_latency=s.net_latency_us * US if N > 1 else 0.0)
     devices = max(s.net_devices, 1e-9) * min(s.net_device_GBps, s.pcie_GBps) * GB
-    inside = (ppn - 1) / n / ladder.saturated if ppn > 1 else 0.0  # seconds per byte of a buffer
+    local = ladder if N == 1 else _ladder(s, g, one_node=True)
+    inside = (ppn - 1) / n / local.saturated if ppn > 1 else 0.0  # seconds per byte of a buffer
     across = ppn * (n - ppn) / n / devices if N > 1 else 0.0
     per_byte = max(inside, across, 1e-30)
     return PairCost(algorithm=A.P2P, protocol=P.SIMPLE, latency=latency, bandwidth=1.0 / per_byte,

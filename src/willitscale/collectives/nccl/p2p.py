@@ -113,17 +113,17 @@ def send_channels(size, channels_min: int, channels_max: int, min_part: int, max
 
 def _chunk(nodes: int, all_nvlink: bool, arm_sm100: bool, env: NcclEnv) -> int:
     if nodes > 1:
-        chunk = (2 if arm_sm100 else 1) * (env.p2p_net_chunksize or NET_CHUNK)
+        chunk = (2 if arm_sm100 else 1) * (NET_CHUNK if env.p2p_net_chunksize is None else env.p2p_net_chunksize)
     elif all_nvlink:
-        chunk = env.p2p_nvl_chunksize or NVL_CHUNK
+        chunk = NVL_CHUNK if env.p2p_nvl_chunksize is None else env.p2p_nvl_chunksize
     else:
-        chunk = env.p2p_pci_chunksize or PCI_CHUNK
-    buff = env.buffsize or BUFFSIZE
+        chunk = PCI_CHUNK if env.p2p_pci_chunksize is None else env.p2p_pci_chunksize
+    buff = BUFFSIZE if env.buffsize is None else env.buffsize
     return max(1, min(chunk, buff // NCCL_STEPS))
 
 
 def _net_channels(local_nics: int, nic_GBps: float, pcie_GBps: float, env: NcclEnv) -> int:
-    if env.nchannels_per_net_peer:
+    if env.nchannels_per_net_peer is not None:
         return env.nchannels_per_net_peer
     count, total = 0, 0.0
     for _ in range(max(1, local_nics)):
@@ -131,7 +131,7 @@ def _net_channels(local_nics: int, nic_GBps: float, pcie_GBps: float, env: NcclE
         count += 1
         if total >= pcie_GBps:
             break
-    per_ch = env.p2p_per_channel_net_bw or PER_CHANNEL_NET_BW
+    per_ch = PER_CHANNEL_NET_BW if env.p2p_per_channel_net_bw is None else env.p2p_per_channel_net_bw
     return max(count, math.ceil(int(total) / int(per_ch)))
 
 
@@ -153,7 +153,7 @@ def p2p_ladder(*, ranks: int, nodes: int, runtime_channels: int, intra: str, pat
     min_p2p = env.min_p2p_nchannels if env.min_p2p_nchannels is not None else 1
     p2p_channels = max(min(runtime_channels, max_p2p), min_p2p)
     p2p_channels = min(_pow2_up(p2p_channels), MAXCHANNELS)
-    if nodes > 1 and not env.nchannels_per_net_peer:
+    if nodes > 1 and env.nchannels_per_net_peer is None:
         while per_peer * math.ceil(ranks / P2P_PER_BATCH) > p2p_channels and per_peer > 1:
             per_peer //= 2
     else:
@@ -164,7 +164,8 @@ def p2p_ladder(*, ranks: int, nodes: int, runtime_channels: int, intra: str, pat
     chunk = _chunk(nodes, nvlink, arm_sm100, env)
     min_part, max_part = (chunk // 2, chunk) if nodes > 1 else (chunk // 8, chunk * 32)
     if nodes > 1:
-        per_channel = float(env.p2p_per_channel_net_bw or PER_CHANNEL_NET_BW)
+        per_channel = float(PER_CHANNEL_NET_BW if env.p2p_per_channel_net_bw is None
+                            else env.p2p_per_channel_net_bw)
         cap = min(path_GBps, max(1, local_nics) * min(nic_GBps, pcie_GBps))
     else:
         per_channel = (nvlink_GBps if nvlink else path_GBps) / 2

@@ -125,7 +125,7 @@ class NcclChoice:
     predicted: np.ndarray  #: NCCL's model, seconds, (pairs, sizes)
     achieved: np.ndarray  #: seconds, (pairs, sizes)
     index: np.ndarray  #: the pair NCCL picks per size
-    forced: bool = False  #: the algorithm or protocol was given (NCCL_ALGO / NCCL_PROTO)
+    forced: bool = False  #: an algorithm/protocol was given, or NCCL_ALGO / NCCL_PROTO removed a candidate
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -167,7 +167,7 @@ def nccl_choice(op: Op | str, size, system: NcclSystem, *, algorithm: str | None
         raise ConfigError("gpus_per_process", gpus_per_process, f"an integer in 1..{system.ranks_per_node}")
     graphs = search_graphs(system)
     pairs = nccl_costs(op, system, graphs)
-    env = system.env
+    env, every = system.env, pairs
     if env.algorithms is not None or env.protocols is not None:  # NCCL_ALGO / NCCL_PROTO
         allowed = tuple(p for p in pairs if env.allows(p.algorithm, p.protocol))
         if not allowed:
@@ -181,5 +181,4 @@ def nccl_choice(op: Op | str, size, system: NcclSystem, *, algorithm: str | None
     index = np.argmin(predicted, axis=0)  # strict: ties go to the first, as NCCL's
     return NcclChoice(op=op, system=system, graphs=graphs, pairs=pairs, size=size, predicted=predicted,
                       achieved=achieved_times(pairs, size, achieved, gpus_per_process=gpus_per_process),
-                      index=index, forced=(algo is not None or proto is not None or env.algorithms is not None
-                                           or env.protocols is not None))
+                      index=index, forced=(algo is not None or proto is not None or len(pairs) < len(every)))
