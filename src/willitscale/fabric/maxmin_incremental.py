@@ -35,10 +35,14 @@ over every flow in flight.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from willitscale.fabric.maxmin import entries_of, progressive_filling
+
+if TYPE_CHECKING:
+    from willitscale.topology.routing import LinkMatrix
 
 __all__ = ["IncrementalMaxMin"]
 
@@ -82,8 +86,9 @@ class IncrementalMaxMin:
         return self.rate.size
 
     # -- the rows ---------------------------------------------------------------------------
-    def append(self, matrix: csr_matrix) -> np.ndarray:
-        """Add the rows of ``matrix`` (flows x links), inactive; their row numbers."""
+    def append(self, matrix: LinkMatrix) -> np.ndarray:
+        """Add the rows of ``matrix`` (flows x links, CSR: a :class:`LinkMatrix` or a scipy
+        ``csr_matrix``), inactive; their row numbers."""
         n = matrix.shape[0]
         if matrix.shape[1] != self.cap.size:
             raise ValueError(f"rows over {matrix.shape[1]} links for a fabric of {self.cap.size}")
@@ -116,8 +121,12 @@ class IncrementalMaxMin:
     def by_link(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The transpose (links x rows) as CSR arrays ``(indptr, rows, fractions)``."""
         if self._by_link is None:
-            m = csr_matrix((self.data, self.indices, self.indptr), shape=(self.flows, self.cap.size)).tocsc()
-            self._by_link = (m.indptr.astype(np.int64), m.indices.astype(np.int64), m.data)
+            m = self.cap.size
+            order = _by_value(self.indices, m)  # each link's entries in row order (scipy's tocsc)
+            ptr = np.zeros(m + 1, dtype=np.int64)
+            np.cumsum(np.bincount(self.indices, minlength=m), out=ptr[1:])
+            rows = np.repeat(np.arange(self.flows), np.diff(self.indptr))
+            self._by_link = (ptr, rows[order], self.data[order])
         return self._by_link
 
     # -- changes -----------------------------------------------------------------------------
@@ -144,8 +153,7 @@ class IncrementalMaxMin:
     def solve(self) -> tuple[np.ndarray, np.ndarray]:
         """Re-solve after the changes since the last solve: ``(rows re-solved, their previous
         rates)``; every other active row kept its rate, finished rows now have rate 0."""
-        started = np.concatenate(self._started) if self._started else np.zeros(0, np.int64)
-        finished = np.concatenate(self._finished) if self._finished else np.zeros(0, np.int64)
+        started, finished = _joined(self._started), _joined(self._finished)
         self._started, self._finished = [], []
         if started.size == 0 and finished.size == 0:
             return np.zeros(0, np.int64), np.zeros(0)
@@ -153,10 +161,20 @@ class IncrementalMaxMin:
         self.rate[finished] = 0.0
         if started.size:
             level = min(level, self._first_fill(started))
-        rising = self.active & (self.rate >= level * (1 - _MARGIN))
+        threshold = level * (1 - _MARGIN)
+        if started.size == 0:
+            seeds = self.indices[entries_of(self.indptr, finished)]
+            # the usual event: flows finished and no rising row crosses their links, so the
+            # search below would find nothing; checking the seeds' rows directly is cheaper
+            ptr, rows, _ = self.by_link()
+            near = rows[entries_of(ptr, seeds)]
+            if not (self.active[near] & (self.rate[near] >= threshold)).any():
+                return np.zeros(0, np.int64), np.zeros(0)
+        else:
+            seeds = np.concatenate((self.indices[entries_of(self.indptr, started)],
+                                    self.indices[entries_of(self.indptr, finished)]))
+        rising = self.active & (self.rate >= threshold)
         rising[started] = True
-        seeds = np.concatenate((self.indices[entries_of(self.indptr, started)],
-                                self.indices[entries_of(self.indptr, finished)]))
         part = self._touched(rising, seeds)
         previous = self.rate[part]
         self.rate[part] = self._refill(part)
@@ -250,6 +268,23 @@ class IncrementalMaxMin:
         frozen = np.bincount(link_of, weights=load, minlength=links.size)
         sub_ptr = np.concatenate(([0], np.cumsum(self.indptr[part + 1] - self.indptr[part])))
         return progressive_filling(sub_ptr, local, self.data[pos], self.cap[links] - frozen)
+
+
+def _by_value(values: np.ndarray, bound: int) -> np.ndarray:
+    """The stable order of ``values`` (integers in ``0..bound-1``), by radix sort: numpy sorts
+    16-bit keys stably in O(n), several times faster than ``int64`` keys; above 2**16 two
+    passes, low half then high half."""
+    if bound <= 1 << 16:
+        return np.argsort(values.astype(np.uint16), kind="stable")
+    low = np.argsort((values & 0xFFFF).astype(np.uint16), kind="stable")
+    return low[np.argsort((values[low] >> 16).astype(np.uint16), kind="stable")]
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """The row numbers of ``arrays`` one after the other (no copy for a single array)."""
+    if len(arrays) == 1:
+        return arrays[0]
+    return np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
 
 
 def _distinct(values: np.ndarray, slot: np.ndarray) -> np.ndarray:

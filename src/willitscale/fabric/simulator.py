@@ -43,7 +43,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from willitscale.collectives.phases import Phase, Traffic
 from willitscale.config import FrozenMap
@@ -52,7 +51,7 @@ from willitscale.fabric.inflight import Block, InFlight
 from willitscale.fabric.maxmin_incremental import FullRefill, IncrementalMaxMin
 from willitscale.fabric.maxmin_reference import FullResolve
 from willitscale.topology.graph import Topology
-from willitscale.topology.routing import Balance, Router, Routing
+from willitscale.topology.routing import Balance, LinkMatrix, Router, Routing
 
 __all__ = ["COARSE_ABOVE_GPUS", "FIDELITIES", "SimulationResult", "choose_fidelity", "simulate"]
 
@@ -111,7 +110,7 @@ class _Engine:
         self.topo, self.traffic, self.routing, self.reuse = topology, traffic, routing, reuse
         self.coarse = coarse
         self.router = Router(topology)
-        self.routes: dict[int, tuple[csr_matrix, np.ndarray]] = {}
+        self.routes: dict[int, tuple[LinkMatrix, np.ndarray]] = {}
         # coarse: every solve follows many finishes and starts, and nearly every rate changes
         pool = FullRefill if coarse and solver == "incremental" else SOLVERS[solver]
         self.flight = InFlight(topology.link_capacity, pool)
@@ -121,7 +120,7 @@ class _Engine:
         self.seen: dict[tuple, tuple] = {}
 
     # -- routing of one step ---------------------------------------------------------
-    def _route(self, phase: Phase) -> tuple[csr_matrix, np.ndarray]:
+    def _route(self, phase: Phase) -> tuple[LinkMatrix, np.ndarray]:
         adaptive = self.routing.balance is Balance.ADAPTIVE
         if not adaptive and id(phase) in self.routes:
             return self.routes[id(phase)]
