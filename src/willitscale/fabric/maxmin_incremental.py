@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from willitscale.fabric.maxmin import entries_of, progressive_filling
+from willitscale.fabric.maxmin import entries_of, positions, progressive_filling
 
 if TYPE_CHECKING:
     from willitscale.topology.routing import LinkMatrix
@@ -173,9 +173,7 @@ class IncrementalMaxMin:
         else:
             seeds = np.concatenate((self.indices[entries_of(self.indptr, started)],
                                     self.indices[entries_of(self.indptr, finished)]))
-        rising = self.active & (self.rate >= threshold)
-        rising[started] = True
-        part = self._touched(rising, seeds)
+        part = self._touched(threshold, started, seeds)
         previous = self.rate[part]
         self.rate[part] = self._refill(part)
         return part, previous
@@ -227,21 +225,30 @@ class IncrementalMaxMin:
         self._link_slot[distinct] = np.arange(distinct.size)
         return distinct, self._link_slot[links]
 
-    def _touched(self, rising: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-        """The rows of ``rising`` (a mask) connected to a ``seeds`` link through rising rows
-        and their links, found breadth first from the seeds; every rising row once the search
-        has grown large (the module docstring, fact 2)."""
+    def _touched(self, threshold: float, started: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+        """The rising rows (active and at ``threshold`` or above, or ``started``) connected to a
+        ``seeds`` link through rising rows and their links, found breadth first from the seeds;
+        every rising row once the search has grown large (the module docstring, fact 2). Rows
+        are tested for rising as the search meets them: no pass over every row unless it gives up."""
         ptr, rows, _ = self.by_link()
         self._stamp += 1
         stamp, link_mark, row_mark = self._stamp, self._link_mark, self._row_mark
+        row_mark[started] = -stamp  # started: rising whatever their rate (-stamp: not yet found)
+        active, rate = self.active, self.rate
         frontier = _distinct(seeds, self._link_slot)
         link_mark[frontier] = stamp
-        found, size, large = [], 0, max(_SEARCH_ROWS, int(np.count_nonzero(rising)) // 8)
+        found, size, large = [], 0, _SEARCH_ROWS
         while frontier.size:
-            if size > large:
-                return np.flatnonzero(rising)
+            if size > large:  # the search is large: compare with the number of rising rows
+                rising = active & (rate >= threshold)
+                rising[started] = True
+                large = max(_SEARCH_ROWS, int(np.count_nonzero(rising)) // 8)
+                if size > large:
+                    return np.flatnonzero(rising)
             new = rows[entries_of(ptr, frontier)]
-            new = _distinct(new[rising[new] & (row_mark[new] != stamp)], self._row_slot)
+            mark = row_mark[new]
+            new = new[(active[new] & (rate[new] >= threshold) | (mark == -stamp)) & (mark != stamp)]
+            new = _distinct(new, self._row_slot)
             if not new.size:
                 break
             row_mark[new] = stamp
@@ -256,17 +263,21 @@ class IncrementalMaxMin:
         """Progressive filling of ``part`` on the capacity the other flows leave its links."""
         if part.size == 0:
             return np.zeros(0)
-        pos = entries_of(self.indptr, part)
+        starts = self.indptr[part]
+        counts = self.indptr[part + 1] - starts
+        pos = positions(starts, counts)
         links, local = self._numbered(self.indices[pos])
         ptr, rows, frac = self.by_link()
-        bpos = entries_of(ptr, links)
-        link_of = np.repeat(np.arange(links.size), ptr[links + 1] - ptr[links])
-        self._stamp += 1
-        self._row_mark[part] = self._stamp
-        other = rows[bpos]
-        load = frac[bpos] * self.rate[other] * (self._row_mark[other] != self._stamp)
-        frozen = np.bincount(link_of, weights=load, minlength=links.size)
-        sub_ptr = np.concatenate(([0], np.cumsum(self.indptr[part + 1] - self.indptr[part])))
+        link_starts = ptr[links]
+        link_counts = ptr[links + 1] - link_starts
+        bpos = positions(link_starts, link_counts)
+        link_of = np.repeat(np.arange(links.size), link_counts)
+        # the part's own load does not count: its rates are 0 from here (the caller, which
+        # kept them, writes the new ones); w * 0 adds nothing, as masking it out did
+        self.rate[part] = 0.0
+        frozen = np.bincount(link_of, weights=frac[bpos] * self.rate[rows[bpos]], minlength=links.size)
+        sub_ptr = np.zeros(part.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=sub_ptr[1:])
         return progressive_filling(sub_ptr, local, self.data[pos], self.cap[links] - frozen)
 
 
