@@ -159,23 +159,33 @@ class IncrementalMaxMin:
             return np.zeros(0, np.int64), np.zeros(0)
         level = float(self.rate[finished].min()) if finished.size else np.inf
         self.rate[finished] = 0.0
-        if started.size:
+        # only started rows active (a first step): they are the rising rows whatever the level,
+        # and no other row loads their links
+        alone = started.size > 0 and not _others_active(self.active, started)
+        if started.size and not alone:
             level = min(level, self._first_fill(started))
         threshold = level * (1 - _MARGIN)
         if started.size == 0:
+            if not self.active.any():  # every flow finished: no rate to re-compute
+                return np.zeros(0, np.int64), np.zeros(0)
             seeds = self.indices[entries_of(self.indptr, finished)]
             # the usual event: flows finished and no rising row crosses their links, so the
             # search below would find nothing; checking the seeds' rows directly is cheaper
             ptr, rows, _ = self.by_link()
-            near = rows[entries_of(ptr, seeds)]
+            links = _distinct(seeds, self._link_slot) if seeds.size > 64 else seeds  # many flows share links
+            near = rows[entries_of(ptr, links)]
             if not (self.active[near] & (self.rate[near] >= threshold)).any():
                 return np.zeros(0, np.int64), np.zeros(0)
+            part = self._touched(threshold, started, seeds)
         else:
             seeds = np.concatenate((self.indices[entries_of(self.indptr, started)],
                                     self.indices[entries_of(self.indptr, finished)]))
-        part = self._touched(threshold, started, seeds)
+            if alone and np.all(started[1:] > started[:-1]):
+                part = self._found_alone(started, seeds)
+            else:
+                part = self._touched(threshold, started, seeds)
         previous = self.rate[part]
-        self.rate[part] = self._refill(part)
+        self.rate[part] = self._refill(part, alone)
         return part, previous
 
     # -- the parts of a solve ----------------------------------------------------------------
@@ -225,6 +235,21 @@ class IncrementalMaxMin:
         self._link_slot[distinct] = np.arange(distinct.size)
         return distinct, self._link_slot[links]
 
+    def _found_alone(self, started: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+        """What :meth:`_touched` returns when ``started`` (ascending) are the only active rows
+        (``seeds``: their entries' links, then the finished rows'), without its search. Its
+        first round finds all of them: it walks the seed links (each once, in the order
+        :func:`_distinct` leaves them), each link's rows ascending, and keeps each row where
+        :func:`_distinct` keeps it - its last occurrence, at the last of its links in that
+        order; the next round has no link left. So: rows by the position of their last link,
+        then by number. The order matters: the re-fill sums over the rows in it."""
+        _, local = self._numbered(seeds)  # numbered in the search's order of links
+        counts = self.indptr[started + 1] - self.indptr[started]
+        starts = np.zeros(started.size, dtype=np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        last = np.maximum.reduceat(local[:int(counts.sum())], starts)  # each row's last link
+        return started[_by_value(last, self.cap.size)]
+
     def _touched(self, threshold: float, started: np.ndarray, seeds: np.ndarray) -> np.ndarray:
         """The rising rows (active and at ``threshold`` or above, or ``started``) connected to a
         ``seeds`` link through rising rows and their links, found breadth first from the seeds;
@@ -259,14 +284,19 @@ class IncrementalMaxMin:
             link_mark[frontier] = stamp
         return np.concatenate(found) if found else np.zeros(0, np.int64)
 
-    def _refill(self, part: np.ndarray) -> np.ndarray:
-        """Progressive filling of ``part`` on the capacity the other flows leave its links."""
+    def _refill(self, part: np.ndarray, alone: bool = False) -> np.ndarray:
+        """Progressive filling of ``part`` on the capacity the other flows leave its links
+        (``alone``: no other row is active, so all of it)."""
         if part.size == 0:
             return np.zeros(0)
         starts = self.indptr[part]
         counts = self.indptr[part + 1] - starts
         pos = positions(starts, counts)
         links, local = self._numbered(self.indices[pos])
+        sub_ptr = np.zeros(part.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=sub_ptr[1:])
+        if alone:  # every other row has rate 0: the sum below would be +0.0 on every link
+            return progressive_filling(sub_ptr, local, self.data[pos], self.cap[links])
         ptr, rows, frac = self.by_link()
         link_starts = ptr[links]
         link_counts = ptr[links + 1] - link_starts
@@ -276,8 +306,6 @@ class IncrementalMaxMin:
         # kept them, writes the new ones); w * 0 adds nothing, as masking it out did
         self.rate[part] = 0.0
         frozen = np.bincount(link_of, weights=frac[bpos] * self.rate[rows[bpos]], minlength=links.size)
-        sub_ptr = np.zeros(part.size + 1, dtype=np.int64)
-        np.cumsum(counts, out=sub_ptr[1:])
         return progressive_filling(sub_ptr, local, self.data[pos], self.cap[links] - frozen)
 
 
@@ -291,6 +319,13 @@ def _by_value(values: np.ndarray, bound: int) -> np.ndarray:
     return low[np.argsort((values[low] >> 16).astype(np.uint16), kind="stable")]
 
 
+def _others_active(active: np.ndarray, rows: np.ndarray) -> bool:
+    """Whether a row other than ``rows`` is active."""
+    others = active.copy()
+    others[rows] = False
+    return bool(others.any())
+
+
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:
     """The row numbers of ``arrays`` one after the other (no copy for a single array)."""
     if len(arrays) == 1:
@@ -299,8 +334,9 @@ def _joined(arrays: list[np.ndarray]) -> np.ndarray:
 
 
 def _distinct(values: np.ndarray, slot: np.ndarray) -> np.ndarray:
-    """``values`` without repeats (one of each, in order of appearance), in O(n): ``slot`` is
-    scratch space indexed by value, written before it is read."""
+    """``values`` without repeats, in O(n): one of each, where it last appears (numpy's
+    assignment with repeated indices keeps the last value), in order; ``slot`` is scratch space
+    indexed by value, written before it is read."""
     at = np.arange(values.size)
     slot[values] = at
     return values[slot[values] == at]
