@@ -133,9 +133,8 @@ class InFlight:
         if not rows.size:
             return
         left_at = np.minimum(self.end[rows], t) if own_end else None
-        self.pool.finish(rows)
+        np.subtract.at(self.count, self.pool.finish(rows), 1)
         self.end[rows] = self.due[rows] = np.inf
-        np.subtract.at(self.count, self.pool.indices[entries_of(self.pool.indptr, rows)], 1)
         lat = self.latency[rows]
         owner = self.owner[rows]  # ascending: a block's rows are consecutive, in order of start
         if owner[0] == owner[-1]:  # one block (the usual case)

@@ -73,6 +73,7 @@ class IncrementalMaxMin:
         self._by_link: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._started: list[np.ndarray] = []
         self._finished: list[np.ndarray] = []
+        self._finished_links: list[np.ndarray] = []
         # scratch space, written before read (no clearing between solves): a stamp per link and
         # row marks "seen in this search"; slots de-duplicate; local numbers a part's links
         self._stamp = 0
@@ -141,20 +142,31 @@ class IncrementalMaxMin:
         self.active[rows] = True
         self._started.append(rows)
 
-    def finish(self, rows: np.ndarray) -> None:
+    def finish(self, rows: np.ndarray) -> np.ndarray:
+        """Finish ``rows``; the links of their entries (row by row), which the next solve
+        starts its search from."""
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size == 0:
-            return
+            return np.zeros(0, np.int64)
         if not np.all(self.active[rows]):
             raise ValueError("a flow finished that was not running")
         self.active[rows] = False
+        links = self.indices[entries_of(self.indptr, rows)]
         self._finished.append(rows)
+        self._finished_links.append(links)
+        return links
+
+    def _changes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(started rows, finished rows, the finished rows' links)`` since the last solve,
+        forgotten here."""
+        out = _joined(self._started), _joined(self._finished), _joined(self._finished_links)
+        self._started, self._finished, self._finished_links = [], [], []
+        return out
 
     def solve(self) -> tuple[np.ndarray, np.ndarray]:
         """Re-solve after the changes since the last solve: ``(rows re-solved, their previous
         rates)``; every other active row kept its rate, finished rows now have rate 0."""
-        started, finished = _joined(self._started), _joined(self._finished)
-        self._started, self._finished = [], []
+        started, finished, finished_links = self._changes()
         if started.size == 0 and finished.size == 0:
             return np.zeros(0, np.int64), np.zeros(0)
         level = float(self.rate[finished].min()) if finished.size else np.inf
@@ -168,7 +180,7 @@ class IncrementalMaxMin:
         if started.size == 0:
             if not self.active.any():  # every flow finished: no rate to re-compute
                 return np.zeros(0, np.int64), np.zeros(0)
-            seeds = self.indices[entries_of(self.indptr, finished)]
+            seeds = finished_links
             # the usual event: flows finished and no rising row crosses their links, so the
             # search below would find nothing; checking the seeds' rows directly is cheaper
             ptr, rows, _ = self.by_link()
@@ -178,8 +190,7 @@ class IncrementalMaxMin:
                 return np.zeros(0, np.int64), np.zeros(0)
             part = self._touched(threshold, started, seeds)
         else:
-            seeds = np.concatenate((self.indices[entries_of(self.indptr, started)],
-                                    self.indices[entries_of(self.indptr, finished)]))
+            seeds = np.concatenate((self.indices[entries_of(self.indptr, started)], finished_links))
             if alone and np.all(started[1:] > started[:-1]):
                 part = self._found_alone(started, seeds)
             else:
@@ -351,8 +362,7 @@ class FullRefill(IncrementalMaxMin):
     def solve(self) -> tuple[np.ndarray, np.ndarray]:
         if not self._started and not self._finished:
             return np.zeros(0, np.int64), np.zeros(0)
-        finished = np.concatenate(self._finished) if self._finished else np.zeros(0, np.int64)
-        self._started, self._finished = [], []
+        _, finished, _ = self._changes()
         self.rate[finished] = 0.0
         rows = np.flatnonzero(self.active)
         previous = self.rate[rows]

@@ -106,7 +106,7 @@ class FullResolve(IncrementalMaxMin):
 
     def solve(self) -> tuple[np.ndarray, np.ndarray]:
         changed = bool(self._started or self._finished)
-        self._started, self._finished = [], []
+        self._changes()
         if not changed:
             return np.zeros(0, np.int64), np.zeros(0)
         from scipy.sparse import csr_matrix  # only this benchmark/test solver needs scipy
