@@ -28,6 +28,12 @@ so the rates are the full solve's up to rounding; rising flows are taken a relat
 below ``L0`` so that rates equal in exact arithmetic but apart by rounding stay together. Tests
 compare with the reference solver on hypothesis-generated sequences of starts and finishes.
 
+Two shortcuts re-compute the same rows in the same order (the re-fill's sums run in that order,
+so the rates are bit-identical; tests compare with the shortcuts off): flows that only finished,
+with no rising flow on their links, change nothing (their links' rows are checked directly); and
+when only starting flows are active (a first step) they are the rising flows at any level, so
+neither the level, nor the search, nor the other flows' load is needed.
+
 Finishing flows are usually the fastest (equal sizes started together finish fastest first), so
 few flows rise above ``L0`` and an event costs a few small array operations instead of a solve
 over every flow in flight.
