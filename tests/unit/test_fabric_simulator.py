@@ -175,3 +175,33 @@ def test_unknown_solver_is_a_config_error():
     t = nvswitch_node(gpus_per_node=2, links=LINKS)
     with pytest.raises(ConfigError, match="solver"):
         simulate(t, Traffic([_one([0], [1], 1e9)]), solver="fast")
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "spray", "adaptive"])
+def test_shared_routes_give_the_same_results_and_route_each_phase_once(routing, monkeypatch):
+    """``routes=PhaseRoutes(topo)`` across the streams together and each alone (what ``fabric
+    simulate --step`` does): every result equal to separate simulations'; under ECMP and spray
+    each phase routed once, under adaptive every step routed again (its routes depend on the load)."""
+    from willitscale.errors import ConfigError
+    from willitscale.fabric.simulator import PhaseRoutes
+
+    topo = rail_optimized(nodes=4, gpus_per_node=4, links=LINKS, oversubscription=2.0)
+    tr = Traffic([*collective_traffic(topo, "all_reduce", 1e8).streams,
+                  _one([0, 5], [9, 14], 3e8, name="p2p", repeat=3)])
+    r = parse_routing(routing, seed=2)
+    apart = [simulate(topo, tr, r)] + [simulate(topo, Traffic([s]), r) for s in tr.streams]
+    calls = []
+    real = Router.route
+    monkeypatch.setattr(Router, "route", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    routes = PhaseRoutes(topo)
+    shared = [simulate(topo, tr, r, routes=routes)] + [simulate(topo, Traffic([s]), r, routes=routes)
+                                                       for s in tr.streams]
+    for a, b in zip(apart, shared):
+        assert a.completion_time == b.completion_time
+        assert np.array_equal(a.link_bytes, b.link_bytes)
+        assert dict(a.stream_times) == dict(b.stream_times)
+    phases = sum(len(s.phases) for s in tr.streams)
+    steps = sum(b.steps_simulated for b in shared)
+    assert len(calls) == (steps if routing == "adaptive" else phases)
+    with pytest.raises(ConfigError, match="routes"):  # another topology (an equal one: not the same object)
+        simulate(rail_optimized(nodes=4, gpus_per_node=4, links=LINKS, oversubscription=2.0), tr, r, routes=routes)

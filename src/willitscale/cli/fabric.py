@@ -463,11 +463,12 @@ def _simulate_streams(args, topo, size, seeds) -> dict:
 def _streams_of_seed(args, topo, traffic, seed):
     """``(seed, simulation, each stream's time alone)`` of the streams under one routing seed."""
     from willitscale.collectives.phases import Traffic
-    from willitscale.fabric.simulator import simulate
+    from willitscale.fabric.simulator import PhaseRoutes, simulate
 
     routing = _routing(args, seed)
-    res = simulate(topo, traffic, routing, reuse_phases=not args.no_reuse, fidelity=args.fidelity)
-    alone = {s.name: simulate(topo, Traffic([s]), routing, fidelity=args.fidelity).completion_time
+    routes = PhaseRoutes(topo)  # the streams alone reuse the phases' routes
+    res = simulate(topo, traffic, routing, reuse_phases=not args.no_reuse, fidelity=args.fidelity, routes=routes)
+    alone = {s.name: simulate(topo, Traffic([s]), routing, fidelity=args.fidelity, routes=routes).completion_time
              for s in traffic.streams} \
         if len(traffic.streams) > 1 else {s.name: res.completion_time for s in traffic.streams}
     return seed, res, alone

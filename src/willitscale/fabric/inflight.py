@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from willitscale.fabric.maxmin import entries_of, run_lengths
 from willitscale.fabric.maxmin_incremental import IncrementalMaxMin
+from willitscale.topology.routing import LinkMatrix
 
 __all__ = ["Block", "InFlight"]
 
@@ -29,7 +29,7 @@ class Block:
     """One step in flight: the flows of one repetition of one stream's phase."""
 
     stream: int
-    matrix: csr_matrix  #: flows x links, the fraction of each flow's bytes on each link
+    matrix: LinkMatrix  #: flows x links, the fraction of each flow's bytes on each link
     total: np.ndarray  #: bytes per flow
     latency: np.ndarray  #: path latency each flow pays after its last byte
     extra: float  #: seconds added after the step's last byte arrives
@@ -85,7 +85,7 @@ class InFlight:
         done = [(k, b) for k, b in self._block.items() if b.left == 0]
         for k, b in done:
             del self._block[k]
-            self.link_bytes += b.matrix.T @ b.total
+            self.link_bytes += _bytes_on_links(b.matrix, b.total, self.link_bytes.size)
         if done:
             self.blocks = [b for b in self.blocks if b.left > 0]
         return [b for _, b in done]
@@ -133,9 +133,8 @@ class InFlight:
         if not rows.size:
             return
         left_at = np.minimum(self.end[rows], t) if own_end else None
-        self.pool.finish(rows)
+        np.subtract.at(self.count, self.pool.finish(rows), 1)
         self.end[rows] = self.due[rows] = np.inf
-        np.subtract.at(self.count, self.pool.indices[entries_of(self.pool.indptr, rows)], 1)
         lat = self.latency[rows]
         owner = self.owner[rows]  # ascending: a block's rows are consecutive, in order of start
         if owner[0] == owner[-1]:  # one block (the usual case)
@@ -167,3 +166,10 @@ class InFlight:
         first = 0
         for b in self.blocks:
             b.first, first = first, first + b.matrix.shape[0]
+
+
+def _bytes_on_links(matrix: LinkMatrix, total: np.ndarray, links: int) -> np.ndarray:
+    """Bytes each link carries for flows of ``total`` bytes: ``matrix.T @ total``, summed flow by
+    flow in entry order (as scipy's product does, so the sums are the same to the last bit)."""
+    flow = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    return np.bincount(matrix.indices, weights=matrix.data * total[flow], minlength=links)

@@ -29,8 +29,12 @@ that.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from scipy.sparse import csr_matrix
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
 
 __all__ = ["max_min_fair", "progressive_filling"]
 
@@ -45,7 +49,11 @@ def entries_of(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
     # ndarray methods, not np.* functions: this runs a few times per simulated event, on small
     # arrays, where numpy's function wrappers cost as much as the work
     starts = indptr[rows]
-    counts = indptr[rows + 1] - starts
+    return positions(starts, indptr[rows + 1] - starts)
+
+
+def positions(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``starts[0], ..., starts[0] + counts[0] - 1, starts[1], ...``: the positions of runs."""
     if counts.size == 1:
         first = int(starts[0])
         return np.arange(first, first + int(counts[0]))
@@ -77,9 +85,10 @@ def progressive_filling(indptr: np.ndarray, indices: np.ndarray, data: np.ndarra
     if n == 0:
         return rate
     counts = np.diff(indptr)  # entries per unfrozen flow; a flow's entries are consecutive
-    crosses = counts > 0
-    flows, counts = np.arange(n)[crosses], counts[crosses]
-    starts = np.asarray(indptr[:-1], dtype=np.int64)[crosses]
+    flows, starts = np.arange(n), np.asarray(indptr[:-1], dtype=np.int64)
+    if not counts.all():  # flows that cross no link (none in the simulator's calls)
+        crosses = counts > 0
+        flows, counts, starts = flows[crosses], counts[crosses], starts[crosses]
     link, frac = np.asarray(indices, dtype=np.int64), np.asarray(data, dtype=np.float64)
     weight = np.bincount(link, weights=frac, minlength=m)
     left = np.array(capacity, dtype=np.float64)
@@ -107,37 +116,6 @@ def progressive_filling(indptr: np.ndarray, indices: np.ndarray, data: np.ndarra
         link, frac, flows, counts = link[keep], frac[keep], flows[rest], counts[rest]
         starts = np.zeros(counts.size, dtype=np.int64)
         np.cumsum(counts[:-1], out=starts[1:])
-    return rate
-    flow = np.repeat(np.arange(n), np.diff(indptr))  # entries of the unfrozen flows, flow by flow
-    link, frac = np.asarray(indices, dtype=np.int64), np.asarray(data, dtype=np.float64)
-    weight = np.bincount(link, weights=frac, minlength=m)
-    left = np.array(capacity, dtype=np.float64)
-    fill = np.full(m, np.inf)
-    np.divide(left, weight, out=fill, where=weight > _NO_WEIGHT)
-    blocked = np.zeros(m, dtype=bool)
-    while flow.size:
-        level = fill[link]
-        change = np.empty(flow.size, dtype=bool)
-        change[0] = True
-        np.not_equal(flow[1:], flow[:-1], out=change[1:])
-        starts = change.nonzero()[0]
-        counts = run_lengths(starts, flow.size)
-        lowest = np.minimum.reduceat(level, starts)  # per unfrozen flow: its lowest link's level
-        lowest_e = np.repeat(lowest, counts)
-        blocked[:] = False  # a link with a neighbour filling lower is not a local minimum
-        blocked[link[lowest_e < level * (1 - _TIE)]] = True
-        freeze = np.logical_or.reduceat(~blocked[link], starts)  # flows on a local minimum
-        rate[flow[starts[freeze]]] = np.maximum(lowest[freeze], 0.0)
-        done = np.repeat(freeze, counts)
-        links, fr = link[done], frac[done]
-        np.subtract.at(left, links, fr * np.maximum(lowest_e[done], 0.0))
-        np.subtract.at(weight, links, fr)
-        w = weight[links]
-        new = np.full(links.size, np.inf)
-        np.divide(left[links], w, out=new, where=w > _NO_WEIGHT)
-        fill[links] = new  # a link's repeats all get the same value
-        keep = ~done
-        flow, link, frac = flow[keep], link[keep], frac[keep]
     return rate
 
 

@@ -28,6 +28,12 @@ so the rates are the full solve's up to rounding; rising flows are taken a relat
 below ``L0`` so that rates equal in exact arithmetic but apart by rounding stay together. Tests
 compare with the reference solver on hypothesis-generated sequences of starts and finishes.
 
+Two shortcuts re-compute the same rows in the same order (the re-fill's sums run in that order,
+so the rates are bit-identical; tests compare with the shortcuts off): flows that only finished,
+with no rising flow on their links, change nothing (their links' rows are checked directly); and
+when only starting flows are active (a first step) they are the rising flows at any level, so
+neither the level, nor the search, nor the other flows' load is needed.
+
 Finishing flows are usually the fastest (equal sizes started together finish fastest first), so
 few flows rise above ``L0`` and an event costs a few small array operations instead of a solve
 over every flow in flight.
@@ -35,10 +41,14 @@ over every flow in flight.
 
 from __future__ import annotations
 
-import numpy as np
-from scipy.sparse import csr_matrix
+from typing import TYPE_CHECKING
 
-from willitscale.fabric.maxmin import entries_of, progressive_filling
+import numpy as np
+
+from willitscale.fabric.maxmin import entries_of, positions, progressive_filling
+
+if TYPE_CHECKING:
+    from willitscale.topology.routing import LinkMatrix
 
 __all__ = ["IncrementalMaxMin"]
 
@@ -69,6 +79,7 @@ class IncrementalMaxMin:
         self._by_link: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._started: list[np.ndarray] = []
         self._finished: list[np.ndarray] = []
+        self._finished_links: list[np.ndarray] = []
         # scratch space, written before read (no clearing between solves): a stamp per link and
         # row marks "seen in this search"; slots de-duplicate; local numbers a part's links
         self._stamp = 0
@@ -82,8 +93,9 @@ class IncrementalMaxMin:
         return self.rate.size
 
     # -- the rows ---------------------------------------------------------------------------
-    def append(self, matrix: csr_matrix) -> np.ndarray:
-        """Add the rows of ``matrix`` (flows x links), inactive; their row numbers."""
+    def append(self, matrix: LinkMatrix) -> np.ndarray:
+        """Add the rows of ``matrix`` (flows x links, CSR: a :class:`LinkMatrix` or a scipy
+        ``csr_matrix``), inactive; their row numbers."""
         n = matrix.shape[0]
         if matrix.shape[1] != self.cap.size:
             raise ValueError(f"rows over {matrix.shape[1]} links for a fabric of {self.cap.size}")
@@ -116,8 +128,12 @@ class IncrementalMaxMin:
     def by_link(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The transpose (links x rows) as CSR arrays ``(indptr, rows, fractions)``."""
         if self._by_link is None:
-            m = csr_matrix((self.data, self.indices, self.indptr), shape=(self.flows, self.cap.size)).tocsc()
-            self._by_link = (m.indptr.astype(np.int64), m.indices.astype(np.int64), m.data)
+            m = self.cap.size
+            order = _by_value(self.indices, m)  # each link's entries in row order (scipy's tocsc)
+            ptr = np.zeros(m + 1, dtype=np.int64)
+            np.cumsum(np.bincount(self.indices, minlength=m), out=ptr[1:])
+            rows = np.repeat(np.arange(self.flows), np.diff(self.indptr))
+            self._by_link = (ptr, rows[order], self.data[order])
         return self._by_link
 
     # -- changes -----------------------------------------------------------------------------
@@ -132,34 +148,61 @@ class IncrementalMaxMin:
         self.active[rows] = True
         self._started.append(rows)
 
-    def finish(self, rows: np.ndarray) -> None:
+    def finish(self, rows: np.ndarray) -> np.ndarray:
+        """Finish ``rows``; the links of their entries (row by row), which the next solve
+        starts its search from."""
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size == 0:
-            return
+            return np.zeros(0, np.int64)
         if not np.all(self.active[rows]):
             raise ValueError("a flow finished that was not running")
         self.active[rows] = False
+        links = self.indices[entries_of(self.indptr, rows)]
         self._finished.append(rows)
+        self._finished_links.append(links)
+        return links
+
+    def _changes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(started rows, finished rows, the finished rows' links)`` since the last solve,
+        forgotten here."""
+        out = _joined(self._started), _joined(self._finished), _joined(self._finished_links)
+        self._started, self._finished, self._finished_links = [], [], []
+        return out
 
     def solve(self) -> tuple[np.ndarray, np.ndarray]:
         """Re-solve after the changes since the last solve: ``(rows re-solved, their previous
         rates)``; every other active row kept its rate, finished rows now have rate 0."""
-        started = np.concatenate(self._started) if self._started else np.zeros(0, np.int64)
-        finished = np.concatenate(self._finished) if self._finished else np.zeros(0, np.int64)
-        self._started, self._finished = [], []
+        started, finished, finished_links = self._changes()
         if started.size == 0 and finished.size == 0:
             return np.zeros(0, np.int64), np.zeros(0)
         level = float(self.rate[finished].min()) if finished.size else np.inf
         self.rate[finished] = 0.0
-        if started.size:
+        # only started rows active (a first step): they are the rising rows whatever the level,
+        # and no other row loads their links
+        alone = started.size > 0 and not _others_active(self.active, started)
+        if started.size and not alone:
             level = min(level, self._first_fill(started))
-        rising = self.active & (self.rate >= level * (1 - _MARGIN))
-        rising[started] = True
-        seeds = np.concatenate((self.indices[entries_of(self.indptr, started)],
-                                self.indices[entries_of(self.indptr, finished)]))
-        part = self._touched(rising, seeds)
+        threshold = level * (1 - _MARGIN)
+        if started.size == 0:
+            if not self.active.any():  # every flow finished: no rate to re-compute
+                return np.zeros(0, np.int64), np.zeros(0)
+            seeds = finished_links
+            # the usual event: flows finished and no rising row crosses their links, so the
+            # search below would find nothing; checking the seeds' rows directly is cheaper
+            ptr, rows, _ = self.by_link()
+            links = _distinct(seeds, self._link_slot) if seeds.size > 64 else seeds  # many flows share links
+            near = rows[entries_of(ptr, links)]
+            if not (self.active[near] & (self.rate[near] >= threshold)).any():
+                return np.zeros(0, np.int64), np.zeros(0)
+            part = self._touched(threshold, started, seeds)
+        else:
+            seeds = np.concatenate((self.indices[entries_of(self.indptr, started)], finished_links))
+            if alone and np.all(started[1:] > started[:-1]):
+                part = self._found_alone(started, seeds)
+            else:
+                part = self._touched(threshold, started, seeds)
         previous = self.rate[part]
-        self.rate[part] = self._refill(part)
+        self.rate[part] = self._refill(part, alone)
         return part, previous
 
     # -- the parts of a solve ----------------------------------------------------------------
@@ -209,21 +252,45 @@ class IncrementalMaxMin:
         self._link_slot[distinct] = np.arange(distinct.size)
         return distinct, self._link_slot[links]
 
-    def _touched(self, rising: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-        """The rows of ``rising`` (a mask) connected to a ``seeds`` link through rising rows
-        and their links, found breadth first from the seeds; every rising row once the search
-        has grown large (the module docstring, fact 2)."""
+    def _found_alone(self, started: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+        """What :meth:`_touched` returns when ``started`` (ascending) are the only active rows
+        (``seeds``: their entries' links, then the finished rows'), without its search. Its
+        first round finds all of them: it walks the seed links (each once, in the order
+        :func:`_distinct` leaves them), each link's rows ascending, and keeps each row where
+        :func:`_distinct` keeps it - its last occurrence, at the last of its links in that
+        order; the next round has no link left. So: rows by the position of their last link,
+        then by number. The order matters: the re-fill sums over the rows in it."""
+        _, local = self._numbered(seeds)  # numbered in the search's order of links
+        counts = self.indptr[started + 1] - self.indptr[started]
+        starts = np.zeros(started.size, dtype=np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        last = np.maximum.reduceat(local[:int(counts.sum())], starts)  # each row's last link
+        return started[_by_value(last, self.cap.size)]
+
+    def _touched(self, threshold: float, started: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+        """The rising rows (active and at ``threshold`` or above, or ``started``) connected to a
+        ``seeds`` link through rising rows and their links, found breadth first from the seeds;
+        every rising row once the search has grown large (the module docstring, fact 2). Rows
+        are tested for rising as the search meets them: no pass over every row unless it gives up."""
         ptr, rows, _ = self.by_link()
         self._stamp += 1
         stamp, link_mark, row_mark = self._stamp, self._link_mark, self._row_mark
+        row_mark[started] = -stamp  # started: rising whatever their rate (-stamp: not yet found)
+        active, rate = self.active, self.rate
         frontier = _distinct(seeds, self._link_slot)
         link_mark[frontier] = stamp
-        found, size, large = [], 0, max(_SEARCH_ROWS, int(np.count_nonzero(rising)) // 8)
+        found, size, large = [], 0, _SEARCH_ROWS
         while frontier.size:
-            if size > large:
-                return np.flatnonzero(rising)
+            if size > large:  # the search is large: compare with the number of rising rows
+                rising = active & (rate >= threshold)
+                rising[started] = True
+                large = max(_SEARCH_ROWS, int(np.count_nonzero(rising)) // 8)
+                if size > large:
+                    return np.flatnonzero(rising)
             new = rows[entries_of(ptr, frontier)]
-            new = _distinct(new[rising[new] & (row_mark[new] != stamp)], self._row_slot)
+            mark = row_mark[new]
+            new = new[(active[new] & (rate[new] >= threshold) | (mark == -stamp)) & (mark != stamp)]
+            new = _distinct(new, self._row_slot)
             if not new.size:
                 break
             row_mark[new] = stamp
@@ -234,27 +301,59 @@ class IncrementalMaxMin:
             link_mark[frontier] = stamp
         return np.concatenate(found) if found else np.zeros(0, np.int64)
 
-    def _refill(self, part: np.ndarray) -> np.ndarray:
-        """Progressive filling of ``part`` on the capacity the other flows leave its links."""
+    def _refill(self, part: np.ndarray, alone: bool = False) -> np.ndarray:
+        """Progressive filling of ``part`` on the capacity the other flows leave its links
+        (``alone``: no other row is active, so all of it)."""
         if part.size == 0:
             return np.zeros(0)
-        pos = entries_of(self.indptr, part)
+        starts = self.indptr[part]
+        counts = self.indptr[part + 1] - starts
+        pos = positions(starts, counts)
         links, local = self._numbered(self.indices[pos])
+        sub_ptr = np.zeros(part.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=sub_ptr[1:])
+        if alone:  # every other row has rate 0: the sum below would be +0.0 on every link
+            return progressive_filling(sub_ptr, local, self.data[pos], self.cap[links])
         ptr, rows, frac = self.by_link()
-        bpos = entries_of(ptr, links)
-        link_of = np.repeat(np.arange(links.size), ptr[links + 1] - ptr[links])
-        self._stamp += 1
-        self._row_mark[part] = self._stamp
-        other = rows[bpos]
-        load = frac[bpos] * self.rate[other] * (self._row_mark[other] != self._stamp)
-        frozen = np.bincount(link_of, weights=load, minlength=links.size)
-        sub_ptr = np.concatenate(([0], np.cumsum(self.indptr[part + 1] - self.indptr[part])))
+        link_starts = ptr[links]
+        link_counts = ptr[links + 1] - link_starts
+        bpos = positions(link_starts, link_counts)
+        link_of = np.repeat(np.arange(links.size), link_counts)
+        # the part's own load does not count: its rates are 0 from here (the caller, which
+        # kept them, writes the new ones); w * 0 adds nothing, as masking it out did
+        self.rate[part] = 0.0
+        frozen = np.bincount(link_of, weights=frac[bpos] * self.rate[rows[bpos]], minlength=links.size)
         return progressive_filling(sub_ptr, local, self.data[pos], self.cap[links] - frozen)
 
 
+def _by_value(values: np.ndarray, bound: int) -> np.ndarray:
+    """The stable order of ``values`` (integers in ``0..bound-1``), by radix sort: numpy sorts
+    16-bit keys stably in O(n), several times faster than ``int64`` keys; above 2**16 two
+    passes, low half then high half."""
+    if bound <= 1 << 16:
+        return np.argsort(values.astype(np.uint16), kind="stable")
+    low = np.argsort((values & 0xFFFF).astype(np.uint16), kind="stable")
+    return low[np.argsort((values[low] >> 16).astype(np.uint16), kind="stable")]
+
+
+def _others_active(active: np.ndarray, rows: np.ndarray) -> bool:
+    """Whether a row other than ``rows`` is active."""
+    others = active.copy()
+    others[rows] = False
+    return bool(others.any())
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """The row numbers of ``arrays`` one after the other (no copy for a single array)."""
+    if len(arrays) == 1:
+        return arrays[0]
+    return np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
+
+
 def _distinct(values: np.ndarray, slot: np.ndarray) -> np.ndarray:
-    """``values`` without repeats (one of each, in order of appearance), in O(n): ``slot`` is
-    scratch space indexed by value, written before it is read."""
+    """``values`` without repeats, in O(n): one of each, where it last appears (numpy's
+    assignment with repeated indices keeps the last value), in order; ``slot`` is scratch space
+    indexed by value, written before it is read."""
     at = np.arange(values.size)
     slot[values] = at
     return values[slot[values] == at]
@@ -269,8 +368,7 @@ class FullRefill(IncrementalMaxMin):
     def solve(self) -> tuple[np.ndarray, np.ndarray]:
         if not self._started and not self._finished:
             return np.zeros(0, np.int64), np.zeros(0)
-        finished = np.concatenate(self._finished) if self._finished else np.zeros(0, np.int64)
-        self._started, self._finished = [], []
+        _, finished, _ = self._changes()
         self.rate[finished] = 0.0
         rows = np.flatnonzero(self.active)
         previous = self.rate[rows]

@@ -19,10 +19,14 @@ cost is O(nnz) per distinct bottleneck level - no loop over flows in Python.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from willitscale.fabric.maxmin_incremental import IncrementalMaxMin
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
 
 __all__ = ["max_min_fair", "FullResolve"]
 
@@ -102,9 +106,11 @@ class FullResolve(IncrementalMaxMin):
 
     def solve(self) -> tuple[np.ndarray, np.ndarray]:
         changed = bool(self._started or self._finished)
-        self._started, self._finished = [], []
+        self._changes()
         if not changed:
             return np.zeros(0, np.int64), np.zeros(0)
+        from scipy.sparse import csr_matrix  # only this benchmark/test solver needs scipy
+
         previous = self.rate.copy()
         ptr, rows, frac = self.by_link()
         n, m = self.flows, self.cap.size

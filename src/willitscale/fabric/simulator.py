@@ -43,7 +43,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from willitscale.collectives.phases import Phase, Traffic
 from willitscale.config import FrozenMap
@@ -52,9 +51,9 @@ from willitscale.fabric.inflight import Block, InFlight
 from willitscale.fabric.maxmin_incremental import FullRefill, IncrementalMaxMin
 from willitscale.fabric.maxmin_reference import FullResolve
 from willitscale.topology.graph import Topology
-from willitscale.topology.routing import Balance, Router, Routing
+from willitscale.topology.routing import Balance, LinkMatrix, Router, Routing
 
-__all__ = ["COARSE_ABOVE_GPUS", "FIDELITIES", "SimulationResult", "choose_fidelity", "simulate"]
+__all__ = ["COARSE_ABOVE_GPUS", "FIDELITIES", "PhaseRoutes", "SimulationResult", "choose_fidelity", "simulate"]
 
 #: the max-min solvers ``simulate`` can use: re-solve what an event touches, or everything
 SOLVERS = {"incremental": IncrementalMaxMin, "reference": FullResolve}
@@ -105,13 +104,41 @@ class _StreamState:
     end: float = 0.0
 
 
+class PhaseRoutes:
+    """The routes of phases on one topology, kept across simulations given the same object
+    (``simulate(..., routes=)``): a phase is routed once per routing, e.g. for the streams
+    together and then each stream alone. Routes under ECMP and spray depend only on the phase,
+    the routing and the topology, so reusing them changes no result; adaptive routes depend on
+    the load in flight and are never kept."""
+
+    def __init__(self, topology: Topology):
+        self.topology = topology
+        self.router = Router(topology)
+        self._kept: dict[tuple[int, Routing], tuple[Phase, LinkMatrix, np.ndarray]] = {}
+
+    def route(self, phase: Phase, routing: Routing, load: np.ndarray | None) -> tuple[LinkMatrix, np.ndarray]:
+        """``(flows x links matrix, path latency per flow)`` of ``phase``; ``load`` (flows in
+        flight per link) only for adaptive routing."""
+        adaptive = routing.balance is Balance.ADAPTIVE
+        key = (id(phase), routing)
+        kept = None if adaptive else self._kept.get(key)
+        if kept is not None and kept[0] is phase:  # the phase itself keeps its id unique
+            return kept[1], kept[2]
+        r = self.router.route(phase.src, phase.dst, phase.key, routing, load)
+        out = (r.matrix(self.topology.links), r.latency)
+        if not adaptive:
+            self._kept[key] = (phase, *out)
+        return out
+
+
 class _Engine:
     def __init__(self, topology: Topology, traffic: Traffic, routing: Routing, reuse: bool, solver: str,
-                 coarse: bool = False):
+                 coarse: bool = False, routes: PhaseRoutes | None = None):
         self.topo, self.traffic, self.routing, self.reuse = topology, traffic, routing, reuse
         self.coarse = coarse
-        self.router = Router(topology)
-        self.routes: dict[int, tuple[csr_matrix, np.ndarray]] = {}
+        if routes is not None and routes.topology is not topology:
+            raise ConfigError("routes", "routes of another topology", "a PhaseRoutes of this topology")
+        self.routes = PhaseRoutes(topology) if routes is None else routes
         # coarse: every solve follows many finishes and starts, and nearly every rate changes
         pool = FullRefill if coarse and solver == "incremental" else SOLVERS[solver]
         self.flight = InFlight(topology.link_capacity, pool)
@@ -121,16 +148,10 @@ class _Engine:
         self.seen: dict[tuple, tuple] = {}
 
     # -- routing of one step ---------------------------------------------------------
-    def _route(self, phase: Phase) -> tuple[csr_matrix, np.ndarray]:
+    def _route(self, phase: Phase) -> tuple[LinkMatrix, np.ndarray]:
         adaptive = self.routing.balance is Balance.ADAPTIVE
-        if not adaptive and id(phase) in self.routes:
-            return self.routes[id(phase)]
         load = self.flight.count.astype(np.float64) if adaptive else None
-        r = self.router.route(phase.src, phase.dst, phase.key, self.routing, load)
-        out = (r.matrix(self.topo.links), r.latency)
-        if not adaptive:
-            self.routes[id(phase)] = out
-        return out
+        return self.routes.route(phase, self.routing, load)
 
     def _start(self, s: int) -> None:
         st, phase = self.states[s], self.traffic.streams[s].phases[self.states[s].phase]
@@ -222,12 +243,15 @@ class _Engine:
 
 
 def simulate(topology: Topology, traffic: Traffic, routing: Routing | None = None, *,
-             reuse_phases: bool = True, solver: str = "incremental", fidelity: str = "auto") -> SimulationResult:
+             reuse_phases: bool = True, solver: str = "incremental", fidelity: str = "auto",
+             routes: PhaseRoutes | None = None) -> SimulationResult:
     """Simulate ``traffic`` on ``topology`` routed by ``routing`` (default ECMP, seed 0).
 
     Deterministic: the same inputs (including ``routing.seed``) give the same result.
     ``solver``: ``incremental`` (default) or ``reference``; ``fidelity``: ``auto`` (default),
-    ``exact`` or ``coarse`` (see the module docstring).
+    ``exact`` or ``coarse`` (see the module docstring). ``routes``: a :class:`PhaseRoutes` of
+    ``topology`` shared by several simulations of the same phases (each routed once; the same
+    results).
     """
     routing = routing or Routing()
     if solver not in SOLVERS:
@@ -236,7 +260,7 @@ def simulate(topology: Topology, traffic: Traffic, routing: Routing | None = Non
     if traffic.max_gpu() >= topology.gpus:
         raise ConfigError("traffic", f"GPU {traffic.max_gpu()}", f"GPU indices below {topology.gpus} "
                           f"(the {topology.kind} fabric has {topology.gpus} GPUs)")
-    eng = _Engine(topology, traffic, routing, reuse_phases, solver, coarse=fidelity == "coarse")
+    eng = _Engine(topology, traffic, routing, reuse_phases, solver, coarse=fidelity == "coarse", routes=routes)
     eng.run()
     ends = {s.name: st.end for s, st in zip(traffic.streams, eng.states)}
     f = eng.flight

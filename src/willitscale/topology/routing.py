@@ -28,12 +28,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from willitscale.errors import ConfigError
 from willitscale.topology.graph import Topology, VertexKind
 
-__all__ = ["Balance", "Routing", "ROUTINGS", "parse_routing", "Routes", "Router", "flow_hash"]
+__all__ = ["Balance", "Routing", "ROUTINGS", "parse_routing", "LinkMatrix", "Routes", "Router", "flow_hash"]
 
 
 class Balance(StrEnum):
@@ -111,9 +110,39 @@ class Routes:
     frac: np.ndarray
     latency: np.ndarray
 
-    def matrix(self, n_links: int) -> csr_matrix:
-        """The (flows x links) incidence as CSR; duplicate entries are summed."""
-        return csr_matrix((self.frac, (self.flow, self.link)), shape=(self.latency.size, n_links))
+    def matrix(self, n_links: int) -> LinkMatrix:
+        """The (flows x links) incidence in CSR form, links ascending within a flow; duplicate
+        entries are summed (by scipy, in its order: the same arrays as ``scipy.sparse.csr_matrix``
+        gives, without importing scipy - ~0.15 s - when no (flow, link) pair repeats)."""
+        n = self.latency.size
+        order = np.lexsort((self.link, self.flow))
+        flow, link = self.flow[order], self.link[order]
+        if flow.size > 1 and np.any((flow[1:] == flow[:-1]) & (link[1:] == link[:-1])):
+            from scipy.sparse import csr_matrix
+
+            m = csr_matrix((self.frac, (self.flow, self.link)), shape=(n, n_links))
+            return LinkMatrix(indptr=m.indptr, indices=m.indices, data=m.data, shape=(n, n_links))
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(flow, minlength=n), out=indptr[1:])
+        return LinkMatrix(indptr=indptr, indices=link, data=self.frac[order], shape=(n, n_links))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkMatrix:
+    """A (flows x links) matrix in CSR arrays, as ``scipy.sparse.csr_matrix`` holds them: flow
+    ``f``'s entries are ``indptr[f]:indptr[f + 1]`` of ``indices`` (links) and ``data``
+    (fractions of its bytes)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    shape: tuple[int, int]
+
+    def __post_init__(self) -> None:
+        if self.indptr.size != self.shape[0] + 1 or self.indices.size != self.data.size:
+            raise ConfigError("link matrix", f"{self.indptr.size} row pointers, {self.indices.size} links, "
+                              f"{self.data.size} fractions", f"{self.shape[0] + 1} row pointers and as many "
+                              "fractions as links")
 
 
 class Router:
