@@ -109,3 +109,12 @@ def test_all_to_all_bytes_that_stay_on_a_node_take_the_nodes_own_schedule():
     # the across share bounds it: 8 x 8 / 16 = 4 buffers through 8 NICs of min(25, PCIe) GB/s
     devices = 8 * min(25.0, system().pcie_GBps) * 1e9
     assert 1 / plain.bandwidth == pytest.approx(max(7 / 16 / 240e9, 4 / devices), rel=1e-12)
+
+
+def test_all_to_all_with_one_rank_per_node_is_all_network():
+    # 4 nodes x 1 rank: nothing stays on a node; 1 x 3 / 4 of a buffer through one NIC of
+    # min(25, PCIe 24) GB/s (the one-node schedule of one rank does not exist: not built)
+    s = NcclSystem(ranks=4, ranks_per_node=1, compute_capability=8.0, gpu_bandwidth_GBps=240.0,
+                   path_bandwidth_GBps=240.0, nvswitch=True, net_devices=1, net_device_GBps=25.0)
+    (cost,) = nccl_costs(Op.ALL_TO_ALL, s)
+    assert 1 / cost.bandwidth == pytest.approx(3 / 4 / (min(25.0, s.pcie_GBps) * 1e9), rel=1e-12)

@@ -260,8 +260,9 @@ def _p2p(op: Op, s: NcclSystem, g: Graphs) -> PairCost:
                         ll_latency=(T.BASE_LATENCY[A.RING][P.LL] + ll_hop) * US,
                         ll_plugin_latency=s.net_latency_us * US if N > 1 else 0.0)
     devices = max(s.net_devices, 1e-9) * min(s.net_device_GBps, s.pcie_GBps) * GB
-    local = ladder if N == 1 else _ladder(s, g, one_node=True)
-    inside = (ppn - 1) / n / local.saturated if ppn > 1 else 0.0  # seconds per byte of a buffer
+    inside = 0.0  # seconds per byte of a buffer; one rank per node keeps nothing on its node
+    if ppn > 1:
+        inside = (ppn - 1) / n / (ladder if N == 1 else _ladder(s, g, one_node=True)).saturated
     across = ppn * (n - ppn) / n / devices if N > 1 else 0.0
     per_byte = max(inside, across, 1e-30)
     return PairCost(algorithm=A.P2P, protocol=P.SIMPLE, latency=latency, bandwidth=1.0 / per_byte,
