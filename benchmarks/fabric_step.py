@@ -90,16 +90,19 @@ def _step_case(params: dict, layout: dict, solver: str, fidelity: str = "auto") 
 
 
 def _ring_case(solver: str) -> dict:
-    from willitscale.fabric import simulate_collective
+    from willitscale.fabric.simulator import simulate
+    from willitscale.fabric.traffic import calls_traffic, collective_call
     from willitscale.topology import build_topology, parse_routing
 
     wall, cpu = time.perf_counter(), time.process_time()
     topo = build_topology("rail-optimized", nodes=1024, gpus_per_node=8, radix=128)
+    # the call as `fabric simulate --collective all_reduce` makes it (a ring), run by ``solver``
+    traffic = calls_traffic(topo, [collective_call(topo, "all_reduce", 1e9, algorithm="ring")])
     built = time.perf_counter()
-    rep = simulate_collective(topo, "all_reduce", 1e9, routing=parse_routing("ecmp", seed=1))
+    res = simulate(topo, traffic, parse_routing("ecmp", seed=1), solver=solver)
     return {"build_s": built - wall, "simulate_s": time.perf_counter() - built,
             "total_s": time.perf_counter() - wall, "total_cpu_s": time.process_time() - cpu,
-            "solves": rep.result.solves, "completion_s": rep.completion_time}
+            "solves": res.solves, "completion_s": res.completion_time}
 
 
 def _in_child(case: dict) -> dict:
